@@ -1,0 +1,355 @@
+// The C ABI shim: validate arguments, convert to core types, call the core, catch everything,
+// set the thread-local error, return a status. No logic lives here.
+#define PCACHE_BUILDING_LIBRARY 1
+#include "progcache/progcache.h"
+
+#include <cstddef>
+#include <cstring>
+#include <new>
+#include <string>
+
+#include "../src/cache.hpp"
+#include "../src/error.hpp"
+#include "../src/key.hpp"
+
+using progcache::ByteView;
+using progcache::Error;
+using progcache::Status;
+
+struct pcache {
+  std::unique_ptr<progcache::Cache> cache;
+};
+
+#define PCACHE_SAME(c, s) static_assert(int32_t(c) == int32_t(Status::s), #c)
+PCACHE_SAME(PCACHE_OK, ok);
+PCACHE_SAME(PCACHE_NOT_FOUND, not_found);
+PCACHE_SAME(PCACHE_ERR_INVALID_ARG, invalid_arg);
+PCACHE_SAME(PCACHE_ERR_NO_MEMORY, no_memory);
+PCACHE_SAME(PCACHE_ERR_IO, io);
+PCACHE_SAME(PCACHE_ERR_CORRUPT, corrupt);
+PCACHE_SAME(PCACHE_ERR_UNSUPPORTED, unsupported);
+PCACHE_SAME(PCACHE_ERR_BUSY, busy);
+PCACHE_SAME(PCACHE_ERR_PERMISSION, permission);
+PCACHE_SAME(PCACHE_ERR_TOO_LARGE, too_large);
+PCACHE_SAME(PCACHE_ERR_COMPILE, compile);
+PCACHE_SAME(PCACHE_ERR_CUDA_UNAVAILABLE, cuda_unavailable);
+PCACHE_SAME(PCACHE_ERR_CUDA, cuda);
+PCACHE_SAME(PCACHE_ERR_REMOTE, remote);
+PCACHE_SAME(PCACHE_ERR_INTERNAL, internal);
+static_assert(PCACHE_KEY_SIZE == progcache::kKeySize);
+static_assert(PCACHE_MAX_KEY_SIZE == progcache::kMaxKeySize);
+static_assert(sizeof(pcache_options) == 16 && offsetof(pcache_options, max_size_bytes) == 8);
+static_assert(sizeof(pcache_stats) == 72);
+
+namespace {
+
+// First (smallest) published sizes of the growable structs.
+constexpr uint32_t kOptionsV1Size = 16;
+constexpr uint32_t kStatsV1Size = 72;
+
+thread_local std::string t_last_error;
+
+pcache_status fail(pcache_status status, const std::string &message) noexcept {
+  try {
+    t_last_error = message;
+  } catch (...) {
+    t_last_error.clear();  // no memory for the message: the status still says what happened
+  }
+  return status;
+}
+
+// Runs fn, turning every exception into a status and a message. Nothing escapes.
+template <typename Fn>
+pcache_status guarded(const char *function, Fn &&fn) noexcept {
+  try {
+    t_last_error.clear();
+    const pcache_status status = fn();
+    std::string warning = progcache::take_thread_warning();
+    if (!warning.empty()) t_last_error = std::move(warning);
+    return status;
+  } catch (const Error &e) {
+    return fail(static_cast<pcache_status>(e.status()), std::string(function) + ": " + e.what());
+  } catch (const std::bad_alloc &) {
+    return fail(PCACHE_ERR_NO_MEMORY, std::string(function) + ": out of memory");
+  } catch (const std::exception &e) {
+    return fail(PCACHE_ERR_INTERNAL, std::string(function) + ": internal error: " + e.what());
+  } catch (...) {
+    return fail(PCACHE_ERR_INTERNAL, std::string(function) + ": unknown internal error");
+  }
+}
+
+Error invalid(const std::string &what) {
+  return Error(Status::invalid_arg, what);
+}
+
+progcache::Cache &need_cache(pcache *cache) {
+  if (!cache || !cache->cache) throw invalid("cache handle is NULL");
+  return *cache->cache;
+}
+
+ByteView need_key(const void *key, size_t key_size) {
+  if (!key) throw invalid("key is NULL");
+  return {key, key_size};
+}
+
+}  // namespace
+
+extern "C" {
+
+pcache_status pcache_options_init(pcache_options *options, uint32_t struct_size) {
+  return guarded(__func__, [&] {
+    if (!options) throw invalid("options is NULL");
+    if (struct_size < kOptionsV1Size)
+      throw invalid("struct_size " + std::to_string(struct_size) +
+                    " is smaller than any pcache_options (16)");
+    std::memset(options, 0, struct_size);
+    options->struct_size = struct_size;
+    options->max_size_bytes = 0;
+    return PCACHE_OK;
+  });
+}
+
+pcache_status pcache_open(const char *uri, const pcache_options *options, pcache **out) {
+  if (out) *out = nullptr;
+  return guarded(__func__, [&] {
+    if (!out) throw invalid("out is NULL");
+    progcache::CacheOptions core;
+    if (options) {
+      if (options->struct_size < kOptionsV1Size)
+        throw invalid("options->struct_size " + std::to_string(options->struct_size) +
+                      " is too small (fill options with pcache_options_init)");
+      pcache_options known{};
+      std::memcpy(&known, options, std::min<size_t>(options->struct_size, sizeof known));
+      if (known.flags != 0) throw invalid("options->flags must be 0");
+      core.max_size_bytes = known.max_size_bytes;
+    }
+    auto handle = std::make_unique<pcache>();
+    handle->cache = progcache::Cache::open(uri ? uri : "", core);
+    *out = handle.release();
+    return PCACHE_OK;
+  });
+}
+
+pcache_status pcache_close(pcache *cache) {
+  return guarded(__func__, [&] {
+    delete cache;
+    return PCACHE_OK;
+  });
+}
+
+pcache_status pcache_get(pcache *cache, const void *key, size_t key_size, void **data,
+                         size_t *size) {
+  return guarded(__func__, [&] {
+    auto &c = need_cache(cache);
+    const ByteView k = need_key(key, key_size);
+    if (!data || !size) throw invalid("data or size out-pointer is NULL");
+    *data = nullptr;
+    *size = 0;
+    size_t n = 0;
+    uint8_t *payload = c.get_owned(k, &n);
+    if (!payload) return PCACHE_NOT_FOUND;
+    *data = payload;
+    *size = n;
+    return PCACHE_OK;
+  });
+}
+
+pcache_status pcache_get_into(pcache *cache, const void *key, size_t key_size, void *buffer,
+                              size_t capacity, size_t *size) {
+  return guarded(__func__, [&] {
+    auto &c = need_cache(cache);
+    const ByteView k = need_key(key, key_size);
+    if (!size) throw invalid("size out-pointer is NULL");
+    if (!buffer && capacity) throw invalid("buffer is NULL with a non-zero capacity");
+    *size = 0;
+    auto hit = c.get(k);
+    if (!hit) return PCACHE_NOT_FOUND;
+    *size = hit->payload.size;
+    if (hit->payload.size > capacity)
+      throw Error(Status::too_large, "value is " + std::to_string(hit->payload.size) +
+                                         " bytes, buffer holds " + std::to_string(capacity));
+    if (hit->payload.size) std::memcpy(buffer, hit->payload.data, hit->payload.size);
+    return PCACHE_OK;
+  });
+}
+
+void pcache_free(void *data) {
+  progcache::release_payload(data);
+}
+
+pcache_status pcache_get_view(pcache *cache, const void *key, size_t key_size, pcache_view *view) {
+  return guarded(__func__, [&] {
+    auto &c = need_cache(cache);
+    const ByteView k = need_key(key, key_size);
+    if (!view) throw invalid("view is NULL");
+    *view = pcache_view{};
+    auto hit = c.get(k);
+    if (!hit) return PCACHE_NOT_FOUND;
+    auto *token = new progcache::SharedBlob(std::move(hit->record));
+    view->data = hit->payload.data;
+    view->size = hit->payload.size;
+    view->token = token;
+    return PCACHE_OK;
+  });
+}
+
+void pcache_view_release(pcache_view *view) {
+  if (!view) return;
+  delete static_cast<progcache::SharedBlob *>(view->token);
+  *view = pcache_view{};
+}
+
+pcache_status pcache_put(pcache *cache, const void *key, size_t key_size, const void *data,
+                         size_t size) {
+  return guarded(__func__, [&] {
+    auto &c = need_cache(cache);
+    const ByteView k = need_key(key, key_size);
+    if (!data && size) throw invalid("data is NULL with a non-zero size");
+    c.put(k, ByteView(data, size));
+    return PCACHE_OK;
+  });
+}
+
+pcache_status pcache_delete(pcache *cache, const void *key, size_t key_size) {
+  return guarded(__func__, [&] {
+    auto &c = need_cache(cache);
+    return c.remove(need_key(key, key_size)) ? PCACHE_OK : PCACHE_NOT_FOUND;
+  });
+}
+
+pcache_status pcache_count(pcache *cache, uint64_t *entries) {
+  return guarded(__func__, [&] {
+    auto &c = need_cache(cache);
+    if (!entries) throw invalid("entries out-pointer is NULL");
+    *entries = c.count();
+    return PCACHE_OK;
+  });
+}
+
+pcache_status pcache_size(pcache *cache, uint64_t *bytes) {
+  return guarded(__func__, [&] {
+    auto &c = need_cache(cache);
+    if (!bytes) throw invalid("bytes out-pointer is NULL");
+    *bytes = c.size();
+    return PCACHE_OK;
+  });
+}
+
+pcache_status pcache_clear(pcache *cache) {
+  return guarded(__func__, [&] {
+    need_cache(cache).clear();
+    return PCACHE_OK;
+  });
+}
+
+pcache_status pcache_get_stats(pcache *cache, pcache_stats *stats) {
+  return guarded(__func__, [&] {
+    auto &c = need_cache(cache);
+    if (!stats) throw invalid("stats is NULL");
+    if (stats->struct_size < kStatsV1Size)
+      throw invalid("stats->struct_size " + std::to_string(stats->struct_size) +
+                    " is too small (set it to sizeof(pcache_stats))");
+    const progcache::CacheStats s = c.stats();
+    pcache_stats out{};
+    out.struct_size = stats->struct_size;
+    out.hits = s.hits;
+    out.misses = s.misses;
+    out.puts = s.puts;
+    out.deletes = s.deletes;
+    out.evictions = s.evictions;
+    out.bytes_read = s.bytes_read;
+    out.bytes_written = s.bytes_written;
+    out.corrupt = s.corrupt;
+    std::memcpy(stats, &out, std::min<size_t>(stats->struct_size, sizeof out));
+    return PCACHE_OK;
+  });
+}
+
+const char *pcache_status_string(pcache_status status) {
+  switch (status) {
+    case PCACHE_OK:
+      return "ok";
+    case PCACHE_NOT_FOUND:
+      return "not found";
+    case PCACHE_ERR_INVALID_ARG:
+      return "invalid argument";
+    case PCACHE_ERR_NO_MEMORY:
+      return "out of memory";
+    case PCACHE_ERR_IO:
+      return "I/O error";
+    case PCACHE_ERR_CORRUPT:
+      return "corrupt data";
+    case PCACHE_ERR_UNSUPPORTED:
+      return "unsupported";
+    case PCACHE_ERR_BUSY:
+      return "busy";
+    case PCACHE_ERR_PERMISSION:
+      return "permission denied";
+    case PCACHE_ERR_TOO_LARGE:
+      return "too large";
+    case PCACHE_ERR_COMPILE:
+      return "compile error";
+    case PCACHE_ERR_CUDA_UNAVAILABLE:
+      return "CUDA unavailable";
+    case PCACHE_ERR_CUDA:
+      return "CUDA error";
+    case PCACHE_ERR_REMOTE:
+      return "remote cache error";
+    case PCACHE_ERR_INTERNAL:
+      return "internal error";
+    default:
+      return "unknown status";
+  }
+}
+
+const char *pcache_last_error(void) {
+  return t_last_error.c_str();
+}
+
+uint32_t pcache_version(void) {
+  return PCACHE_VERSION_NUMBER;
+}
+
+const char *pcache_version_string(void) {
+  return PCACHE_VERSION_STRING;
+}
+
+pcache_status pcache_make_key(const pcache_program *program, uint8_t *key_out) {
+  return guarded(__func__, [&] {
+    if (!program) throw invalid("program is NULL");
+    if (!key_out) throw invalid("key_out is NULL");
+    if (program->struct_size < sizeof(pcache_program))
+      throw invalid("program->struct_size " + std::to_string(program->struct_size) +
+                    " is too small (set it to sizeof(pcache_program))");
+    const pcache_program &p = *program;
+    progcache::ProgramDesc d;
+    if (p.name) d.name = p.name;
+    d.code_type = static_cast<progcache::CodeType>(p.code_type);
+    d.target = static_cast<progcache::Target>(p.target);
+    d.nvrtc_version = p.nvrtc_version;
+    if (!p.source) throw invalid("program->source is NULL");
+    d.source = ByteView(p.source, p.source_size ? p.source_size : std::strlen(p.source));
+    auto strings = [](const char *const *list, size_t n, const char *what) {
+      std::vector<std::string_view> v;
+      if (n && !list) throw invalid(std::string(what) + " is NULL with a non-zero count");
+      for (size_t i = 0; i < n; ++i) {
+        if (!list[i]) throw invalid(std::string(what) + "[" + std::to_string(i) + "] is NULL");
+        v.emplace_back(list[i]);
+      }
+      return v;
+    };
+    d.options = strings(p.options, p.num_options, "options");
+    const auto names = strings(p.header_names, p.num_headers, "header_names");
+    const auto sources = strings(p.header_sources, p.num_headers, "header_sources");
+    for (size_t i = 0; i < names.size(); ++i) d.headers.emplace_back(names[i], sources[i]);
+    d.name_expressions = strings(p.name_expressions, p.num_name_expressions, "name_expressions");
+    if (p.extra_digest_size && !p.extra_digest)
+      throw invalid("extra_digest is NULL with a non-zero size");
+    if (p.extra_digest) d.extra_digest = ByteView(p.extra_digest, p.extra_digest_size);
+    const progcache::Key key = progcache::derive_key(d);
+    std::memcpy(key_out, key.data(), key.size());
+    return PCACHE_OK;
+  });
+}
+
+}  // extern "C"

@@ -1,0 +1,327 @@
+/*
+ * progcache: a cache for compiled CUDA programs (cubin, PTX, LTO-IR).
+ *
+ * This header is the whole public ABI of libprogcache.so.1. It is C99, includes only
+ * <stddef.h> and <stdint.h>, and exposes only functions and fixed-width types, so that C,
+ * C++, Fortran (bind(C)) and dlopen/FFI callers (Python ctypes, Julia, Rust) see the same thing.
+ *
+ * General rules (they hold for every function below unless its own comment says otherwise):
+ *
+ * - Status: every fallible function returns a pcache_status. PCACHE_OK (0) is success,
+ *   PCACHE_NOT_FOUND (1) is a miss (not an error), negative values are errors. On an error the
+ *   calling thread's pcache_last_error() holds a one-line explanation.
+ * - Arguments: a NULL handle, a NULL out-pointer, or NULL data with a non-zero size is
+ *   PCACHE_ERR_INVALID_ARG, never a crash. Out-parameters are left untouched on failure unless
+ *   the function says otherwise.
+ * - Keys: 1 to PCACHE_MAX_KEY_SIZE bytes of any content (NUL bytes included). A zero-length
+ *   key is PCACHE_ERR_INVALID_ARG. Values may be empty.
+ * - Ownership: the library never keeps a pointer the caller passed in after the call returns;
+ *   memory the library returns is released with the function named in its comment.
+ * - Threads: a pcache handle may be used by many threads at once. A handle must not be used
+ *   after pcache_close() (doing so is undefined behaviour, as with free()).
+ * - fork(): a handle opened before fork() may be used in the child; persistent backends detect
+ *   the new process and open their own connection/descriptors (the parent's are not touched).
+ * - No C++ exception, type or allocator crosses this boundary.
+ */
+#ifndef PROGCACHE_PROGCACHE_H
+#define PROGCACHE_PROGCACHE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#if defined(PCACHE_BUILDING_LIBRARY) && defined(__GNUC__)
+#define PCACHE_API __attribute__((visibility("default")))
+#else
+#define PCACHE_API
+#endif
+
+#define PCACHE_VERSION_MAJOR 0
+#define PCACHE_VERSION_MINOR 2
+#define PCACHE_VERSION_PATCH 0
+#define PCACHE_VERSION_NUMBER \
+  (PCACHE_VERSION_MAJOR * 10000 + PCACHE_VERSION_MINOR * 100 + PCACHE_VERSION_PATCH)
+#define PCACHE_VERSION_STRING "0.2.0"
+
+/** Size in bytes of a key made by pcache_make_key(). */
+#define PCACHE_KEY_SIZE 32
+/** Largest key accepted by pcache_get/put/delete (64 KiB). */
+#define PCACHE_MAX_KEY_SIZE 65536
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** An open cache. Opaque; created by pcache_open(), destroyed by pcache_close(). */
+typedef struct pcache pcache;
+
+/** Result of every fallible call; one of the PCACHE_* codes below (fixed 32-bit size). */
+typedef int32_t pcache_status;
+
+/* Values are part of the ABI: append only, never renumber or reuse. */
+enum {
+  PCACHE_OK = 0,
+  PCACHE_NOT_FOUND = 1, /* a miss: not an error */
+  PCACHE_ERR_INVALID_ARG = -1,
+  PCACHE_ERR_NO_MEMORY = -2,
+  PCACHE_ERR_IO = -3,
+  PCACHE_ERR_CORRUPT = -4,
+  PCACHE_ERR_UNSUPPORTED = -5,
+  PCACHE_ERR_BUSY = -6,
+  PCACHE_ERR_PERMISSION = -7,
+  PCACHE_ERR_TOO_LARGE = -8,
+  PCACHE_ERR_COMPILE = -9,
+  PCACHE_ERR_CUDA_UNAVAILABLE = -10,
+  PCACHE_ERR_CUDA = -11,
+  PCACHE_ERR_REMOTE = -12,
+  PCACHE_ERR_INTERNAL = -13
+};
+
+/**
+ * Options for pcache_open(). Always fill with pcache_options_init() first, then change fields.
+ * struct_size is the caller's sizeof(pcache_options): the library reads only that many bytes,
+ * so a caller built against an older, smaller struct keeps working.
+ */
+typedef struct pcache_options {
+  uint32_t struct_size;    /* the caller's sizeof(pcache_options) */
+  uint32_t flags;          /* reserved, must be 0 */
+  uint64_t max_size_bytes; /* cap on the sum of stored payload sizes; 0 = unbounded */
+  /* later versions append fixed-width fields here, never reorder */
+} pcache_options;
+
+/**
+ * Fills the first struct_size bytes of *options with defaults and sets options->struct_size.
+ * A struct_size larger than this library's sizeof(pcache_options) (a newer caller) is accepted:
+ * the known fields are filled and the tail is zeroed.
+ * Thread safety: touches only *options.
+ * Returns PCACHE_OK; PCACHE_ERR_INVALID_ARG if options is NULL or struct_size is smaller than
+ * the first version of the struct (16 bytes).
+ */
+PCACHE_API pcache_status pcache_options_init(pcache_options *options, uint32_t struct_size);
+
+/**
+ * Opens (creating if needed) the cache named by uri and stores the new handle in *out.
+ *
+ * URIs:
+ *   NULL or ""        the default cache: sqlite:$PCACHE_DIR/cache.db, else
+ *                     sqlite:$XDG_CACHE_HOME/progcache/cache.db, else
+ *                     sqlite:$HOME/.cache/progcache/cache.db. $PCACHE_URI, when set and non-empty,
+ *                     overrides all of these.
+ *   "memory:"         an in-process LRU cache that lives until pcache_close().
+ *   "sqlite:PATH"     one SQLite database file (WAL, exact LRU); see docs/backends.md.
+ *   "filestream:DIR"  one file per entry under DIR (atomic rename); see docs/backends.md.
+ * Backends accept parameters after '?', e.g. "sqlite:/tmp/c.db?busy_timeout_ms=2000"; an unknown
+ * parameter, an unknown scheme or trailing garbage is PCACHE_ERR_INVALID_ARG.
+ *
+ * options: NULL means defaults; otherwise it must have been filled by pcache_options_init().
+ * If the stored size exceeds options->max_size_bytes, least-recently-used entries are evicted
+ * down to the cap during open.
+ * Ownership: uri and options are only read during the call. *out is owned by the caller and
+ * released with pcache_close(). On failure *out is set to NULL (when out is not NULL).
+ * Thread safety: may be called from any thread; separate handles are independent.
+ * Returns PCACHE_OK; PCACHE_ERR_INVALID_ARG (out NULL, bad URI, bad options);
+ * PCACHE_ERR_IO, PCACHE_ERR_PERMISSION (cannot create or open the storage);
+ * PCACHE_ERR_UNSUPPORTED (a database written by a newer progcache); PCACHE_ERR_BUSY (the
+ * database stayed locked past the busy timeout); PCACHE_ERR_NO_MEMORY; PCACHE_ERR_INTERNAL.
+ */
+PCACHE_API pcache_status pcache_open(const char *uri, const pcache_options *options, pcache **out);
+
+/**
+ * Closes a handle and releases everything it owns. Stored entries of persistent backends stay.
+ * Views obtained from the handle must be released before closing it.
+ * NULL is a harmless no-op. Using the handle afterwards is undefined behaviour.
+ * Thread safety: no other thread may be using the handle.
+ * Returns PCACHE_OK (also for NULL); PCACHE_ERR_IO if pending state could not be flushed (the
+ * handle is released anyway).
+ */
+PCACHE_API pcache_status pcache_close(pcache *cache);
+
+/**
+ * Looks key up. On a hit stores a newly allocated copy of the value in *data and its length in
+ * *size and returns PCACHE_OK; on a miss returns PCACHE_NOT_FOUND and sets *data = NULL,
+ * *size = 0. A hit refreshes the entry's recency (LRU).
+ * Ownership: *data belongs to the caller and must be released with pcache_free() (never free()).
+ * An empty value gives a non-NULL *data with *size == 0.
+ * A damaged entry is never returned: it is removed, counted in the stats (corrupt) and reported
+ * as a miss.
+ * Thread safety: safe to call concurrently on one handle.
+ * Returns PCACHE_OK, PCACHE_NOT_FOUND; PCACHE_ERR_INVALID_ARG (NULL cache/data/size, NULL key,
+ * key_size 0 or > PCACHE_MAX_KEY_SIZE); PCACHE_ERR_NO_MEMORY; PCACHE_ERR_IO; PCACHE_ERR_BUSY;
+ * PCACHE_ERR_INTERNAL.
+ */
+PCACHE_API pcache_status pcache_get(pcache *cache, const void *key, size_t key_size, void **data,
+                                    size_t *size);
+
+/**
+ * Like pcache_get() but copies into a caller buffer, for allocation-free hot paths.
+ * *size is always set to the value's length on a hit. If capacity >= that length, the value is
+ * copied to buffer and PCACHE_OK is returned; otherwise nothing is copied and
+ * PCACHE_ERR_TOO_LARGE is returned (call again with a buffer of *size bytes).
+ * buffer may be NULL when capacity is 0. On a miss *size is 0 and PCACHE_NOT_FOUND is returned.
+ * Thread safety: as pcache_get(). Returns the statuses of pcache_get() plus PCACHE_ERR_TOO_LARGE.
+ */
+PCACHE_API pcache_status pcache_get_into(pcache *cache, const void *key, size_t key_size,
+                                         void *buffer, size_t capacity, size_t *size);
+
+/** Releases memory returned by pcache_get(). NULL is a no-op. Any thread. */
+PCACHE_API void pcache_free(void *data);
+
+/**
+ * A pinned, read-only view of a stored value (zero-copy on the memory backend; a private copy
+ * on backends that cannot pin). Filled by pcache_get_view(), released by pcache_view_release().
+ */
+typedef struct pcache_view {
+  const void *data; /* the value's bytes; valid until pcache_view_release() */
+  size_t size;      /* the value's length */
+  void *token;      /* owned by the library: what keeps the bytes alive */
+} pcache_view;
+
+/**
+ * Looks key up and, on a hit, pins the stored bytes in *view without copying them (memory
+ * backend) and returns PCACHE_OK. The bytes stay valid and unchanged until
+ * pcache_view_release(view), even if another thread replaces, deletes or evicts the entry.
+ * On a miss returns PCACHE_NOT_FOUND and zeroes *view.
+ * Ownership: the view must be released with pcache_view_release(), before pcache_close().
+ * Thread safety: as pcache_get(); a view may be released from any thread.
+ * Returns the statuses of pcache_get().
+ */
+PCACHE_API pcache_status pcache_get_view(pcache *cache, const void *key, size_t key_size,
+                                         pcache_view *view);
+
+/** Releases a view filled by pcache_get_view() and zeroes it. NULL or a zeroed view: no-op. */
+PCACHE_API void pcache_view_release(pcache_view *view);
+
+/**
+ * Stores a copy of size bytes at data under key, replacing any existing value, then evicts
+ * least-recently-used entries until the stored total fits max_size_bytes.
+ * A value larger than max_size_bytes is refused with PCACHE_ERR_TOO_LARGE and nothing is
+ * evicted. data may be NULL only when size is 0.
+ * Ownership: key and data are only read during the call.
+ * Thread safety: safe to call concurrently; concurrent puts of one key: the last one wins and
+ * readers see one writer's complete value, never a mix.
+ * Returns PCACHE_OK; PCACHE_ERR_INVALID_ARG; PCACHE_ERR_TOO_LARGE; PCACHE_ERR_NO_MEMORY;
+ * PCACHE_ERR_IO; PCACHE_ERR_PERMISSION (read-only storage); PCACHE_ERR_BUSY; PCACHE_ERR_INTERNAL.
+ */
+PCACHE_API pcache_status pcache_put(pcache *cache, const void *key, size_t key_size,
+                                    const void *data, size_t size);
+
+/**
+ * Removes key. Returns PCACHE_OK if it was there, PCACHE_NOT_FOUND if not;
+ * PCACHE_ERR_INVALID_ARG; PCACHE_ERR_IO; PCACHE_ERR_PERMISSION; PCACHE_ERR_BUSY.
+ * Thread safety: safe to call concurrently.
+ */
+PCACHE_API pcache_status pcache_delete(pcache *cache, const void *key, size_t key_size);
+
+/**
+ * Stores the number of entries in *entries. Exact for memory and sqlite; an estimate for
+ * filestream while other processes write (see docs/backends.md).
+ * Returns PCACHE_OK; PCACHE_ERR_INVALID_ARG; PCACHE_ERR_IO; PCACHE_ERR_BUSY.
+ */
+PCACHE_API pcache_status pcache_count(pcache *cache, uint64_t *entries);
+
+/**
+ * Stores the sum of the stored payload sizes in *bytes (what max_size_bytes caps).
+ * Same exactness and statuses as pcache_count().
+ */
+PCACHE_API pcache_status pcache_size(pcache *cache, uint64_t *bytes);
+
+/**
+ * Removes every entry. Persistent backends delete entries inside the storage (never by
+ * removing the database file or directory, which other processes may hold open).
+ * Returns PCACHE_OK; PCACHE_ERR_INVALID_ARG; PCACHE_ERR_IO; PCACHE_ERR_PERMISSION; PCACHE_ERR_BUSY.
+ */
+PCACHE_API pcache_status pcache_clear(pcache *cache);
+
+/** Counters of one handle since it was opened. Fill struct_size before pcache_get_stats(). */
+typedef struct pcache_stats {
+  uint32_t struct_size;   /* the caller's sizeof(pcache_stats) */
+  uint32_t reserved;      /* 0 */
+  uint64_t hits;          /* get/get_into/get_view calls that returned a value */
+  uint64_t misses;        /* ... that returned PCACHE_NOT_FOUND (corrupt entries included) */
+  uint64_t puts;          /* successful puts */
+  uint64_t deletes;       /* deletes that removed an entry */
+  uint64_t evictions;     /* entries evicted by the size cap */
+  uint64_t bytes_read;    /* payload bytes returned by hits */
+  uint64_t bytes_written; /* payload bytes stored by puts */
+  uint64_t corrupt;       /* damaged entries (or database resets) found and removed */
+  /* later versions append uint64_t fields here */
+} pcache_stats;
+
+/**
+ * Copies the handle's counters into the first stats->struct_size bytes of *stats. Counters are
+ * updated atomically and cost a relaxed atomic add per operation.
+ * Returns PCACHE_OK; PCACHE_ERR_INVALID_ARG (NULL pointers, struct_size < 16).
+ * Thread safety: safe concurrently with any operation on the handle.
+ */
+PCACHE_API pcache_status pcache_get_stats(pcache *cache, pcache_stats *stats);
+
+/** Returns a static, never-NULL description of status; unknown values give "unknown status". */
+PCACHE_API const char *pcache_status_string(pcache_status status);
+
+/**
+ * Returns the outcome of the calling thread's most recent pcache_* call: the reason it failed,
+ * or a warning from a call that succeeded (a damaged entry removed, a corrupt database reset, WAL
+ * disabled on a network filesystem), or "" if it succeeded cleanly. Every call resets it.
+ * Never NULL. The text stays valid until the thread's next pcache_* call; copy it to keep it.
+ * Thread-local: one thread never sees another's error.
+ */
+PCACHE_API const char *pcache_last_error(void);
+
+/** Returns PCACHE_VERSION_NUMBER of the library actually loaded (for dlopen callers). */
+PCACHE_API uint32_t pcache_version(void);
+
+/** Returns PCACHE_VERSION_STRING of the library actually loaded; static, never NULL. */
+PCACHE_API const char *pcache_version_string(void);
+
+/* ---- Cache keys ---------------------------------------------------------------------------- */
+
+/* pcache_program.code_type */
+enum { PCACHE_CODE_CXX = 0, PCACHE_CODE_PTX = 1, PCACHE_CODE_NVVM = 2 };
+/* pcache_program.target */
+enum { PCACHE_TARGET_CUBIN = 0, PCACHE_TARGET_PTX = 1, PCACHE_TARGET_LTOIR = 2 };
+
+/**
+ * Everything that decides what a compile produces. Zero it, set struct_size to
+ * sizeof(pcache_program), then fill the fields you use. Pointers are only read during a call.
+ */
+typedef struct pcache_program {
+  uint32_t struct_size;   /* the caller's sizeof(pcache_program) */
+  int32_t code_type;      /* PCACHE_CODE_* */
+  int32_t target;         /* PCACHE_TARGET_* */
+  uint32_t nvrtc_version; /* NVRTC that compiles it: major*1000 + minor*10 (13.0 -> 13000); 0 =
+                             unknown */
+  const char *
+      name; /* program name (NVRTC resolves quoted includes against it); NULL = "default_program" */
+  const char *source;         /* the code; required */
+  size_t source_size;         /* bytes of source; 0 = NUL-terminated */
+  const char *const *options; /* NVRTC options, in order */
+  size_t num_options;
+  const char *const *header_names;   /* in-memory headers (names), num_headers entries */
+  const char *const *header_sources; /* their NUL-terminated contents */
+  size_t num_headers;
+  const char *const *name_expressions; /* e.g. "my_kernel<float>"; order does not matter */
+  size_t num_name_expressions;
+  const void *extra_digest; /* caller fingerprint of inputs the key cannot see (headers on -I paths,
+                               PCH); may be NULL */
+  size_t extra_digest_size;
+} pcache_program;
+
+/**
+ * Derives the PCACHE_KEY_SIZE-byte cache key of program into key_out (a caller buffer of at
+ * least PCACHE_KEY_SIZE bytes). The key is BLAKE2b (OpenSSL) over a tag-and-length encoding of
+ * every field plus a key-schema version; under OpenSSL FIPS mode, which has no BLAKE2b, SHA-256
+ * under a distinct schema tag. Equivalent option spellings give one key (docs/keys.md lists the
+ * canonicalisations).
+ * Refused with PCACHE_ERR_INVALID_ARG (message says which): options that make NVRTC read files
+ * the key cannot see (-I/--include-path, -include/--pre-include, --use-pch, --pch-dir, --pch) or a
+ * program name with a directory part, unless extra_digest is given; options with side effects
+ * (--create-pch, --time, --fdevice-time-trace) always; an unknown code_type/target; NULL source.
+ * Thread safety: pure function of its inputs; safe from any thread.
+ * Returns PCACHE_OK, PCACHE_ERR_INVALID_ARG, PCACHE_ERR_NO_MEMORY, PCACHE_ERR_INTERNAL.
+ */
+PCACHE_API pcache_status pcache_make_key(const pcache_program *program, uint8_t *key_out);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* PROGCACHE_PROGCACHE_H */

@@ -1,0 +1,52 @@
+// The one small storage interface every backend implements. Backends store opaque records
+// (see entry.hpp) under opaque keys; they know nothing of what a key means, of compiles, or of
+// the C API.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <string>
+
+#include "blob.hpp"
+
+namespace progcache {
+
+// What a backend reports back to the cache that owns it.
+struct BackendEvents {
+  std::atomic<uint64_t> evictions{0};
+  std::atomic<uint64_t> corrupt{0};
+};
+
+// A warning for the calling thread's pcache_last_error() that does not fail the call (a database
+// reset after corruption, WAL disabled on a network filesystem). The C shim reports it.
+void set_thread_warning(std::string message);
+std::string take_thread_warning();
+
+struct BackendConfig {
+  uint64_t max_size_bytes = 0;  // 0 = unbounded; the cap on the sum of payload sizes
+  BackendEvents *events = nullptr;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  // The record stored under key, or nullptr on a miss. Damage the backend itself detects (an
+  // unreadable file, a reset database) is removed, counted in events->corrupt, and a miss.
+  virtual SharedBlob get(ByteView key) = 0;
+  // Stores record under key, replacing any old one, then evicts least-recently-used records
+  // until the sum of payload sizes fits the cap. payload_size <= cap is checked by the caller.
+  virtual void put(ByteView key, Blob &&record, uint64_t payload_size) = 0;
+  // true if something was removed.
+  virtual bool remove(ByteView key) = 0;
+  virtual uint64_t count() = 0;
+  virtual uint64_t size() = 0;
+  virtual void clear() = 0;
+  // Largest payload this backend can hold (beyond it put is refused with too_large).
+  virtual uint64_t max_payload_size() const { return UINT64_MAX; }
+  // true when records never leave this process's memory, so re-verifying checksums on every
+  // read would only cost time.
+  virtual bool in_process() const { return false; }
+};
+
+}  // namespace progcache

@@ -1,0 +1,83 @@
+// Byte views and an owned, malloc-backed byte buffer.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <new>
+#include <string>
+#include <string_view>
+
+namespace progcache {
+
+// A non-owning view of bytes (keys, payloads, records).
+struct ByteView {
+  const uint8_t *data = nullptr;
+  size_t size = 0;
+
+  ByteView() = default;
+  ByteView(const void *d, size_t n) : data(static_cast<const uint8_t *>(d)), size(n) {}
+  ByteView(std::string_view s) : ByteView(s.data(), s.size()) {}    // NOLINT: implicit on purpose
+  ByteView(const std::string &s) : ByteView(s.data(), s.size()) {}  // NOLINT
+  std::string_view str() const { return {reinterpret_cast<const char *>(data), size}; }
+  bool operator==(const ByteView &o) const {
+    return size == o.size && (size == 0 || std::memcmp(data, o.data, size) == 0);
+  }
+};
+
+// Owned bytes in one malloc'd block. The block has kPrefix spare bytes in front of data() so
+// that the C API can hand a payload to the caller without copying it (see capi: pcache_free).
+class Blob {
+ public:
+  static constexpr size_t kPrefix = 16;
+
+  Blob() = default;
+  explicit Blob(size_t size) : size_(size) {
+    base_ = static_cast<uint8_t *>(std::malloc(kPrefix + (size ? size : 1)));
+    if (!base_) throw std::bad_alloc();
+  }
+  static Blob copy_of(ByteView v) {
+    Blob b(v.size);
+    if (v.size) std::memcpy(b.data(), v.data, v.size);
+    return b;
+  }
+  Blob(Blob &&o) noexcept : base_(o.base_), size_(o.size_) {
+    o.base_ = nullptr;
+    o.size_ = 0;
+  }
+  Blob &operator=(Blob &&o) noexcept {
+    if (this != &o) {
+      std::free(base_);
+      base_ = o.base_;
+      size_ = o.size_;
+      o.base_ = nullptr;
+      o.size_ = 0;
+    }
+    return *this;
+  }
+  Blob(const Blob &) = delete;
+  Blob &operator=(const Blob &) = delete;
+  ~Blob() { std::free(base_); }
+
+  uint8_t *data() { return base_ + kPrefix; }
+  const uint8_t *data() const { return base_ + kPrefix; }
+  size_t size() const { return size_; }
+  ByteView view() const { return {data(), size_}; }
+  // Gives up ownership of the whole block; the caller frees base with std::free.
+  uint8_t *release_base() {
+    uint8_t *b = base_;
+    base_ = nullptr;
+    size_ = 0;
+    return b;
+  }
+
+ private:
+  uint8_t *base_ = nullptr;
+  size_t size_ = 0;
+};
+
+using SharedBlob = std::shared_ptr<const Blob>;
+
+}  // namespace progcache

@@ -1,0 +1,147 @@
+#include "cache.hpp"
+
+#include <cstring>
+#include <utility>
+
+#include "entry.hpp"
+#include "error.hpp"
+#include "filestream_backend.hpp"
+#include "memory_backend.hpp"
+#include "sqlite_backend.hpp"
+#include "uri.hpp"
+
+namespace progcache {
+namespace {
+
+thread_local std::string t_warning;
+
+// A payload handed to C callers is preceded by {magic, block base}, so that pcache_free can
+// find the start of the malloc'd block whatever the payload's offset inside the record.
+constexpr uint64_t kOwnedMagic = 0x70636163686521ull;  // "pcache!"
+
+uint8_t *hand_over(Blob &&block, size_t payload_offset) {
+  uint8_t *payload = block.data() + payload_offset;
+  uint8_t *base = block.release_base();
+  std::memcpy(payload - 16, &kOwnedMagic, 8);
+  std::memcpy(payload - 8, &base, sizeof base);
+  return payload;
+}
+
+}  // namespace
+
+void set_thread_warning(std::string message) {
+  t_warning = std::move(message);
+}
+std::string take_thread_warning() {
+  return std::exchange(t_warning, std::string());
+}
+
+void release_payload(void *payload) noexcept {
+  if (!payload) return;
+  auto *p = static_cast<uint8_t *>(payload);
+  uint64_t magic;
+  std::memcpy(&magic, p - 16, 8);
+  if (magic != kOwnedMagic) std::abort();  // not from pcache_get: freeing it would corrupt the heap
+  uint8_t *base;
+  std::memcpy(&base, p - 8, sizeof base);
+  std::memset(p - 16, 0, 8);
+  std::free(base);
+}
+
+std::unique_ptr<Cache> Cache::open(std::string_view uri_text, const CacheOptions &options) {
+  std::string text = uri_text.empty() ? default_uri() : std::string(uri_text);
+  Uri uri = parse_uri(text);
+  std::unique_ptr<Cache> cache(new Cache(text, options));
+  BackendConfig config;
+  config.max_size_bytes = options.max_size_bytes;
+  config.events = &cache->events_;
+  if (uri.scheme == "memory") {
+    uri.expect_no_params();
+    cache->backend_ = std::make_unique<MemoryBackend>(config);
+  } else if (uri.scheme == "sqlite") {
+    cache->backend_ = std::make_unique<SqliteBackend>(uri, config);
+  } else {
+    cache->backend_ = std::make_unique<FileStreamBackend>(uri, config);
+  }
+  return cache;
+}
+
+void Cache::check_key(ByteView key) const {
+  if (key.size == 0) throw Error(Status::invalid_arg, "key is empty (keys are 1 to 65536 bytes)");
+  if (key.size > kMaxKeySize)
+    throw Error(Status::invalid_arg,
+                "key is " + std::to_string(key.size) + " bytes (keys are 1 to 65536 bytes)");
+}
+
+std::optional<Hit> Cache::get(ByteView key) {
+  check_key(key);
+  SharedBlob record = backend_->get(key);
+  if (!record) {
+    misses_.fetch_add(1, std::memory_order_relaxed);
+    return std::nullopt;
+  }
+  std::string why;
+  auto parts = decode_entry(record->view(), key, !backend_->in_process(), &why);
+  if (!parts) {
+    // Damaged or foreign bytes: never returned. Remove them so the next put heals the entry.
+    backend_->remove(key);
+    corrupt_.fetch_add(1, std::memory_order_relaxed);
+    misses_.fetch_add(1, std::memory_order_relaxed);
+    set_thread_warning("removed a damaged cache entry: " + why);
+    return std::nullopt;
+  }
+  hits_.fetch_add(1, std::memory_order_relaxed);
+  bytes_read_.fetch_add(parts->payload.size, std::memory_order_relaxed);
+  return Hit{std::move(record), parts->payload};
+}
+
+uint8_t *Cache::get_owned(ByteView key, size_t *size) {
+  auto hit = get(key);
+  if (!hit) return nullptr;
+  *size = hit->payload.size;
+  // A record read from storage is ours alone: hand its block over without copying.
+  if (!backend_->in_process() && hit->record.use_count() == 1) {
+    const size_t offset = static_cast<size_t>(hit->payload.data - hit->record->data());
+    auto &block = const_cast<Blob &>(*hit->record);  // sole owner; the object is not const
+    return hand_over(std::move(block), offset);
+  }
+  return hand_over(Blob::copy_of(hit->payload), 0);
+}
+
+void Cache::put(ByteView key, ByteView payload, ByteView meta) {
+  check_key(key);
+  if (options_.max_size_bytes && payload.size > options_.max_size_bytes)
+    throw Error(Status::too_large, "value of " + std::to_string(payload.size) +
+                                       " bytes exceeds max_size_bytes (" +
+                                       std::to_string(options_.max_size_bytes) + ")");
+  if (payload.size > backend_->max_payload_size())
+    throw Error(Status::too_large, "value of " + std::to_string(payload.size) +
+                                       " bytes exceeds this backend's limit of " +
+                                       std::to_string(backend_->max_payload_size()));
+  backend_->put(key, encode_entry(key, meta, payload), payload.size);
+  puts_.fetch_add(1, std::memory_order_relaxed);
+  bytes_written_.fetch_add(payload.size, std::memory_order_relaxed);
+}
+
+bool Cache::remove(ByteView key) {
+  check_key(key);
+  const bool removed = backend_->remove(key);
+  if (removed) deletes_.fetch_add(1, std::memory_order_relaxed);
+  return removed;
+}
+
+CacheStats Cache::stats() const {
+  CacheStats s;
+  auto ld = [](const std::atomic<uint64_t> &a) { return a.load(std::memory_order_relaxed); };
+  s.hits = ld(hits_);
+  s.misses = ld(misses_);
+  s.puts = ld(puts_);
+  s.deletes = ld(deletes_);
+  s.evictions = ld(events_.evictions);
+  s.bytes_read = ld(bytes_read_);
+  s.bytes_written = ld(bytes_written_);
+  s.corrupt = ld(corrupt_) + ld(events_.corrupt);
+  return s;
+}
+
+}  // namespace progcache

@@ -1,0 +1,66 @@
+// Cache: one open handle: the backend, the size cap, and the handle's statistics.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "backend.hpp"
+
+namespace progcache {
+
+struct CacheOptions {
+  uint64_t max_size_bytes = 0;
+};
+
+struct CacheStats {
+  uint64_t hits = 0, misses = 0, puts = 0, deletes = 0, evictions = 0, bytes_read = 0,
+           bytes_written = 0, corrupt = 0;
+};
+
+// A verified hit: the record and where its payload lies inside it.
+struct Hit {
+  SharedBlob record;
+  ByteView payload;
+};
+
+class Cache {
+ public:
+  // Opens the backend named by uri ("" = default_uri()).
+  static std::unique_ptr<Cache> open(std::string_view uri, const CacheOptions &options);
+
+  // Verified lookup; nullopt on a miss. Damaged records are removed and counted.
+  std::optional<Hit> get(ByteView key);
+  // Like get, but hands back a malloc'd payload for the C caller (see release_payload).
+  uint8_t *get_owned(ByteView key, size_t *size);
+  void put(ByteView key, ByteView payload) { put(key, payload, {}); }
+  void put(ByteView key, ByteView payload, ByteView meta);
+  bool remove(ByteView key);
+  uint64_t count() { return backend_->count(); }
+  uint64_t size() { return backend_->size(); }
+  void clear() { backend_->clear(); }
+  CacheStats stats() const;
+  const std::string &uri() const { return uri_; }
+  uint64_t max_size_bytes() const { return options_.max_size_bytes; }
+  Backend &backend() { return *backend_; }
+
+ private:
+  Cache(std::string uri, const CacheOptions &options) : uri_(std::move(uri)), options_(options) {}
+  void check_key(ByteView key) const;
+
+  std::string uri_;
+  CacheOptions options_;
+  BackendEvents events_;
+  std::unique_ptr<Backend> backend_;
+  std::atomic<uint64_t> hits_{0}, misses_{0}, puts_{0}, deletes_{0}, bytes_read_{0},
+      bytes_written_{0}, corrupt_{0};
+};
+
+// Frees a payload returned by Cache::get_owned (NULL ok).
+void release_payload(void *payload) noexcept;
+
+inline constexpr size_t kMaxKeySize = 65536;
+
+}  // namespace progcache

@@ -1,0 +1,99 @@
+#include "entry.hpp"
+
+#include <xxhash.h>
+
+#include <cstring>
+
+namespace progcache {
+namespace {
+
+constexpr char kMagic[4] = {'P', 'C', 'E', 'N'};
+
+void store_le(uint8_t *p, uint64_t v, int n) {
+  for (int i = 0; i < n; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
+}
+uint64_t load_le(const uint8_t *p, int n) {
+  uint64_t v = 0;
+  for (int i = 0; i < n; ++i) v |= static_cast<uint64_t>(p[i]) << (8 * i);
+  return v;
+}
+
+void checksum(const uint8_t *record, size_t body_size, uint8_t out[16]) {
+  const uint64_t seed = XXH3_64bits(record, 32);
+  const XXH128_hash_t h = XXH3_128bits_withSeed(record + kEntryHeaderSize, body_size, seed);
+  XXH128_canonical_t c;
+  XXH128_canonicalFromHash(&c, h);
+  std::memcpy(out, c.digest, 16);
+}
+
+}  // namespace
+
+Blob encode_entry(ByteView key, ByteView meta, ByteView payload) {
+  const size_t body = key.size + meta.size + payload.size;
+  Blob b(kEntryHeaderSize + body);
+  uint8_t *p = b.data();
+  std::memset(p, 0, kEntryHeaderSize);
+  std::memcpy(p, kMagic, 4);
+  store_le(p + 4, kEntryFormatVersion, 2);
+  store_le(p + 8, key.size, 4);
+  store_le(p + 12, meta.size, 4);
+  store_le(p + 16, payload.size, 8);
+  uint8_t *q = p + kEntryHeaderSize;
+  if (key.size) std::memcpy(q, key.data, key.size);
+  if (meta.size) std::memcpy(q + key.size, meta.data, meta.size);
+  if (payload.size) std::memcpy(q + key.size + meta.size, payload.data, payload.size);
+  checksum(p, body, p + 32);
+  return b;
+}
+
+std::optional<uint64_t> entry_payload_size(ByteView header) {
+  if (header.size < kEntryHeaderSize || std::memcmp(header.data, kMagic, 4) != 0) return {};
+  return load_le(header.data + 16, 8);
+}
+
+std::optional<EntryParts> parse_entry(ByteView record, std::string *why) {
+  auto fail = [&](const char *reason) -> std::optional<EntryParts> {
+    if (why) *why = reason;
+    return std::nullopt;
+  };
+  if (record.size < kEntryHeaderSize) return fail("entry shorter than its header");
+  const uint8_t *p = record.data;
+  if (std::memcmp(p, kMagic, 4) != 0) return fail("bad entry magic");
+  if (load_le(p + 4, 2) != kEntryFormatVersion) return fail("unknown entry format version");
+  if (load_le(p + 6, 2) != 0) return fail("unknown entry flags");
+  for (size_t i = 48; i < kEntryHeaderSize; ++i)
+    if (p[i] != 0) return fail("reserved entry header bytes are not zero");
+  const uint64_t key_size = load_le(p + 8, 4);
+  const uint64_t meta_size = load_le(p + 12, 4);
+  const uint64_t payload_size = load_le(p + 16, 8);
+  const uint64_t body = record.size - kEntryHeaderSize;
+  if (key_size > body || meta_size > body - key_size || payload_size != body - key_size - meta_size)
+    return fail("entry sizes do not match its length (truncated or padded)");
+  EntryParts parts;
+  parts.key = {p + kEntryHeaderSize, key_size};
+  parts.meta = {p + kEntryHeaderSize + key_size, meta_size};
+  parts.payload_offset = kEntryHeaderSize + key_size + meta_size;
+  parts.payload = {p + parts.payload_offset, payload_size};
+  return parts;
+}
+
+std::optional<EntryParts> decode_entry(ByteView record, ByteView expected_key, bool verify_checksum,
+                                       std::string *why) {
+  auto parts = parse_entry(record, why);
+  if (!parts) return parts;
+  if (!(parts->key == expected_key)) {
+    if (why) *why = "entry holds another key";
+    return std::nullopt;
+  }
+  if (verify_checksum) {
+    uint8_t sum[16];
+    checksum(record.data, record.size - kEntryHeaderSize, sum);
+    if (std::memcmp(sum, record.data + 32, 16) != 0) {
+      if (why) *why = "entry checksum mismatch";
+      return std::nullopt;
+    }
+  }
+  return parts;
+}
+
+}  // namespace progcache

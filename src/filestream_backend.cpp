@@ -1,0 +1,452 @@
+#include "filestream_backend.hpp"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <random>
+
+#include "entry.hpp"
+#include "error.hpp"
+
+namespace progcache {
+namespace {
+
+constexpr const char *kFormatFile = "format";
+constexpr const char *kStatsFile = "stats";
+constexpr const char *kTmpDir = "tmp";
+constexpr uint64_t kStatsMagic = 0x3154415453534650ull;  // "PFSSTAT1"
+// Below this many entries eviction looks at every entry (exact mtime LRU); above it, at one
+// shard at a time (ccache's approach), so a put never costs a full directory scan.
+constexpr int64_t kExactEvictionEntries = 4096;
+
+int64_t mtime_ns(const struct stat &st) {
+  return int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+}
+
+int64_t now_ns() {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return int64_t(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
+// Sets mtime (and atime) from the fine-grained clock: the kernel's own timestamps come from a
+// coarse clock (one tick, several ms), which would make entries written together tie in LRU order.
+void stamp_now(int fd) {
+  struct timespec ts[2];
+  clock_gettime(CLOCK_REALTIME, &ts[0]);
+  ts[1] = ts[0];
+  ::futimens(fd, ts);
+}
+
+bool is_entry_name(const char *n) {
+  const size_t len = std::strlen(n);
+  return len == 32 && std::all_of(n, n + len, [](char c) { return std::isxdigit(c); });
+}
+
+template <typename Fn>
+void for_each_name(int dir_fd, Fn &&fn) {
+  const int fd = ::openat(dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return;
+  DIR *d = ::fdopendir(fd);
+  if (!d) {
+    ::close(fd);
+    return;
+  }
+  std::vector<std::string> names;
+  while (struct dirent *e = ::readdir(d))
+    if (e->d_name[0] != '.') names.emplace_back(e->d_name);
+  ::closedir(d);
+  for (const std::string &n : names) fn(n);
+}
+
+}  // namespace
+
+// Serialises updates of DIR/stats between threads (mutex) and processes (flock).
+class FileStreamBackend::StatsLock {
+ public:
+  explicit StatsLock(FileStreamBackend &b) : lock_(b.stats_mutex_), fd_(b.stats_fd()) {
+    while (::flock(fd_, LOCK_EX) != 0)
+      if (errno != EINTR) throw_errno("cannot lock '" + b.dir_ + "/stats'");
+  }
+  ~StatsLock() { ::flock(fd_, LOCK_UN); }
+
+ private:
+  std::unique_lock<std::mutex> lock_;
+  int fd_;
+};
+
+FileStreamBackend::FileStreamBackend(Uri &uri, const BackendConfig &config)
+    : config_(config), dir_(uri.path) {
+  fsync_ = parse_uint_param("fsync", uri.take("fsync", "0")) != 0;
+  touch_interval_ns_ =
+      int64_t(parse_uint_param("touch_interval_ms", uri.take("touch_interval_ms", "1000"))) *
+      1000000;
+  stale_tmp_seconds_ =
+      int64_t(parse_uint_param("stale_tmp_seconds", uri.take("stale_tmp_seconds", "3600")));
+  uri.expect_no_params();
+  for (auto &f : shard_fds_) f.store(-1);
+  while (dir_.size() > 1 && dir_.back() == '/') dir_.pop_back();
+  make_dirs(dir_);
+  dir_fd_ = Fd(::open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!dir_fd_) throw_errno("cannot open cache directory '" + dir_ + "'");
+  if (::mkdirat(dir_fd_.get(), kTmpDir, 0700) != 0 && errno != EEXIST && errno != EROFS &&
+      errno != EACCES)
+    throw_errno("cannot create '" + dir_ + "/tmp'");
+  tmp_fd_ = Fd(::openat(dir_fd_.get(), kTmpDir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  check_format();
+  char host[256] = "host";
+  ::gethostname(host, sizeof host - 1);
+  for (char *p = host; *p; ++p)
+    if (*p == '.' || *p == '/') *p = '_';
+  tmp_prefix_ = host;
+  reap_stale_temp_files();
+  if (config_.max_size_bytes && ::faccessat(dir_fd_.get(), ".", W_OK, 0) == 0) {
+    StatsLock lock(*this);
+    Totals t = read_totals_locked();
+    if (uint64_t(t.size) > config_.max_size_bytes) {
+      evict_locked(t, -1, "");
+      write_totals_locked(t);
+    }
+  }
+}
+
+FileStreamBackend::~FileStreamBackend() {
+  for (auto &f : shard_fds_)
+    if (int fd = f.load(); fd >= 0) ::close(fd);
+}
+
+void FileStreamBackend::check_format() {
+  const std::string want = "progcache-filestream " + std::to_string(kFormatVersion) + "\n";
+  char buf[64] = {};
+  Fd fd(::openat(dir_fd_.get(), kFormatFile, O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+  if (fd) {
+    const ssize_t n = ::read(fd.get(), buf, sizeof buf - 1);
+    int version = 0;
+    if (n > 0 && std::sscanf(buf, "progcache-filestream %d", &version) == 1 &&
+        version > kFormatVersion)
+      throw Error(Status::unsupported,
+                  "cache directory '" + dir_ + "' has format " + std::to_string(version) +
+                      ", written by a newer progcache; refusing to misread it");
+    if (n > 0 && std::string(buf, size_t(n)) == want) return;
+  }
+  // Missing or damaged marker: rewrite it (atomically); a read-only directory just reads on.
+  const std::string tmp = std::string(kTmpDir) + "/format." + std::to_string(::getpid());
+  Fd out(::openat(dir_fd_.get(), tmp.c_str(), O_CREAT | O_TRUNC | O_WRONLY | O_NOFOLLOW | O_CLOEXEC,
+                  0600));
+  if (!out) return;
+  if (write_all(out.get(), want.data(), want.size()))
+    ::renameat(dir_fd_.get(), tmp.c_str(), dir_fd_.get(), kFormatFile);
+  else
+    ::unlinkat(dir_fd_.get(), tmp.c_str(), 0);
+}
+
+void FileStreamBackend::reap_stale_temp_files() {
+  if (!tmp_fd_) return;
+  const int64_t now = now_ns();
+  for_each_name(tmp_fd_.get(), [&](const std::string &name) {
+    struct stat st;
+    if (::fstatat(tmp_fd_.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return;
+    bool stale = now - mtime_ns(st) > stale_tmp_seconds_ * 1000000000;
+    // "<host>.<pid>.<seq>.<rand>.tmp": a writer on this host whose process is gone owns nothing.
+    const size_t dot = name.find('.');
+    if (!stale && dot != std::string::npos && name.substr(0, dot) == tmp_prefix_) {
+      const long pid = std::atol(name.c_str() + dot + 1);
+      if (pid > 0 && ::kill(pid_t(pid), 0) != 0 && errno == ESRCH) stale = true;
+    }
+    if (stale) ::unlinkat(tmp_fd_.get(), name.c_str(), 0);
+  });
+}
+
+std::string FileStreamBackend::entry_name(ByteView key) const {
+  const XXH128_hash_t h = XXH3_128bits(key.data, key.size);
+  XXH128_canonical_t c;
+  XXH128_canonicalFromHash(&c, h);
+  static const char digits[] = "0123456789abcdef";
+  std::string s(32, '0');
+  for (int i = 0; i < 16; ++i) {
+    s[2 * i] = digits[c.digest[i] >> 4];
+    s[2 * i + 1] = digits[c.digest[i] & 15];
+  }
+  return s;
+}
+
+int FileStreamBackend::shard_fd(int shard, bool create) {
+  int fd = shard_fds_[shard].load(std::memory_order_acquire);
+  if (fd >= 0) return fd;
+  std::lock_guard lock(shard_mutex_);
+  fd = shard_fds_[shard].load(std::memory_order_acquire);
+  if (fd >= 0) return fd;
+  char name[3];
+  std::snprintf(name, sizeof name, "%02x", shard);
+  fd = ::openat(dir_fd_.get(), name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0 && errno == ENOENT && create) {
+    if (::mkdirat(dir_fd_.get(), name, 0700) != 0 && errno != EEXIST)
+      throw_errno("cannot create '" + dir_ + "/" + name + "'");
+    fd = ::openat(dir_fd_.get(), name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  }
+  if (fd < 0) {
+    if (errno == ENOENT) return -1;
+    if (errno == ELOOP || errno == ENOTDIR) {
+      // A symlink or file planted where a shard directory belongs: never followed.
+      if (config_.events) config_.events->corrupt.fetch_add(1, std::memory_order_relaxed);
+      ::unlinkat(dir_fd_.get(), name, 0);
+      if (!create) return -1;
+      return shard_fd(shard, create);
+    }
+    throw_errno("cannot open '" + dir_ + "/" + name + "'");
+  }
+  shard_fds_[shard].store(fd, std::memory_order_release);
+  return fd;
+}
+
+static int shard_of(const std::string &name) {
+  return std::stoi(name.substr(0, 2), nullptr, 16);
+}
+
+SharedBlob FileStreamBackend::get(ByteView key) {
+  const std::string name = entry_name(key);
+  const int dfd = shard_fd(shard_of(name), false);
+  if (dfd < 0) return nullptr;
+  Fd fd(::openat(dfd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK));
+  if (!fd) {
+    if (errno == ENOENT) return nullptr;
+    if (errno == ELOOP) {  // a planted symlink is damage, never followed
+      if (config_.events) config_.events->corrupt.fetch_add(1, std::memory_order_relaxed);
+      ::unlinkat(dfd, name.c_str(), 0);
+      return nullptr;
+    }
+    throw_errno("cannot open cache entry '" + dir_ + "/" + name.substr(0, 2) + "/" + name + "'");
+  }
+  struct stat st;
+  if (::fstat(fd.get(), &st) != 0) throw_errno("cannot stat cache entry");
+  if (!S_ISREG(st.st_mode) || size_t(st.st_size) < kEntryHeaderSize) {
+    // Not an entry (a FIFO, a directory, a truncated file): the cache layer will remove it.
+    return std::make_shared<Blob>(0);
+  }
+  auto blob = std::make_shared<Blob>(size_t(st.st_size));
+  if (!pread_all(fd.get(), blob->data(), blob->size(), 0)) {
+    if (errno == 0) return std::make_shared<Blob>(0);  // shrank under us: treated as damage
+    throw_errno("cannot read cache entry");
+  }
+  // Refresh recency, at most once per touch_interval_ms per entry: a hit stays a read.
+  if (now_ns() - mtime_ns(st) >= touch_interval_ns_) stamp_now(fd.get());
+  return blob;
+}
+
+std::optional<int64_t> FileStreamBackend::stored_payload_size(int dir_fd, const std::string &name) {
+  Fd fd(::openat(dir_fd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK));
+  if (!fd) return std::nullopt;
+  uint8_t header[kEntryHeaderSize];
+  if (pread_all(fd.get(), header, sizeof header, 0))
+    if (auto p = entry_payload_size({header, sizeof header})) return int64_t(*p);
+  struct stat st;
+  if (::fstat(fd.get(), &st) != 0) return std::nullopt;
+  return int64_t(st.st_size);
+}
+
+void FileStreamBackend::put(ByteView key, Blob &&record, uint64_t payload_size) {
+  const std::string name = entry_name(key);
+  const int shard = shard_of(name);
+  const int dfd = shard_fd(shard, true);
+  if (!tmp_fd_) throw Error(Status::permission, "cache directory '" + dir_ + "' is not writable");
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  const std::string tmp = tmp_prefix_ + "." + std::to_string(::getpid()) + "." +
+                          std::to_string(tmp_seq_.fetch_add(1)) + "." + std::to_string(rng()) +
+                          ".tmp";
+  Fd fd(::openat(tmp_fd_.get(), tmp.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW | O_CLOEXEC,
+                 0600));
+  if (!fd) throw_errno("cannot create a temporary file in '" + dir_ + "/tmp'");
+  auto discard = [&](const std::string &what) {
+    const int err = errno;
+    fd = Fd();
+    ::unlinkat(tmp_fd_.get(), tmp.c_str(), 0);
+    throw_errno(what, err);
+  };
+  if (!write_all(fd.get(), record.data(), record.size())) discard("cannot write a cache entry");
+  stamp_now(fd.get());
+  if (fsync_ && ::fsync(fd.get()) != 0) discard("cannot fsync a cache entry");
+  if (::close(fd.release()) != 0) discard("cannot close a cache entry");
+  const std::optional<int64_t> old = stored_payload_size(dfd, name);
+  if (::renameat(tmp_fd_.get(), tmp.c_str(), dfd, name.c_str()) != 0)
+    discard("cannot move a cache entry into place");
+  if (fsync_) ::fsync(dfd);
+  adjust_totals(old ? 0 : 1, int64_t(payload_size) - old.value_or(0), true, shard, name);
+}
+
+bool FileStreamBackend::unlink_entry(int shard, const std::string &name, int64_t *payload_size) {
+  const int dfd = shard_fd(shard, false);
+  if (dfd < 0) return false;
+  const std::optional<int64_t> size = stored_payload_size(dfd, name);
+  if (::unlinkat(dfd, name.c_str(), 0) != 0) {
+    if (errno == ENOENT) return false;
+    throw_errno("cannot remove cache entry '" + dir_ + "/" + name.substr(0, 2) + "/" + name + "'");
+  }
+  *payload_size = size.value_or(0);
+  return true;
+}
+
+bool FileStreamBackend::remove(ByteView key) {
+  const std::string name = entry_name(key);
+  int64_t size = 0;
+  if (!unlink_entry(shard_of(name), name, &size)) return false;
+  adjust_totals(-1, -size, false, -1, "");
+  return true;
+}
+
+int FileStreamBackend::stats_fd() {
+  // A descriptor inherited across fork() shares its flock with the parent: reopen per process.
+  if (!stats_fd_ || stats_pid_ != ::getpid()) {
+    int fd = ::openat(dir_fd_.get(), kStatsFile, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0 && (errno == EACCES || errno == EROFS))
+      fd = ::openat(dir_fd_.get(), kStatsFile, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0 && errno == ELOOP) {
+      ::unlinkat(dir_fd_.get(), kStatsFile, 0);
+      fd = ::openat(dir_fd_.get(), kStatsFile, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+    }
+    if (fd < 0) throw_errno("cannot open '" + dir_ + "/stats'");
+    stats_fd_ = Fd(fd);
+    stats_pid_ = ::getpid();
+  }
+  return stats_fd_.get();
+}
+
+FileStreamBackend::Totals FileStreamBackend::read_totals_locked(bool *rebuilt) {
+  uint64_t buf[4] = {};
+  if (rebuilt) *rebuilt = false;
+  if (pread_all(stats_fd_.get(), buf, sizeof buf, 0) && buf[0] == kStatsMagic &&
+      buf[3] == XXH3_64bits(buf, 24) && int64_t(buf[1]) >= 0 && int64_t(buf[2]) >= 0)
+    return {int64_t(buf[1]), int64_t(buf[2])};
+  // Missing or damaged accounting: count again from the entries themselves.
+  if (rebuilt) *rebuilt = true;
+  return rebuild_totals_locked();
+}
+
+void FileStreamBackend::write_totals_locked(const Totals &t) {
+  uint64_t buf[4] = {kStatsMagic, uint64_t(std::max<int64_t>(t.count, 0)),
+                     uint64_t(std::max<int64_t>(t.size, 0)), 0};
+  buf[3] = XXH3_64bits(buf, 24);
+  ssize_t n;
+  do {
+    n = ::pwrite(stats_fd_.get(), buf, sizeof buf, 0);
+  } while (n < 0 && errno == EINTR);
+  // A failed accounting write only makes the estimate stale; the next rebuild repairs it.
+}
+
+FileStreamBackend::Totals FileStreamBackend::rebuild_totals_locked() {
+  Totals t;
+  for (int s = 0; s < kShards; ++s) {
+    const int dfd = shard_fd(s, false);
+    if (dfd < 0) continue;
+    for_each_name(dfd, [&](const std::string &name) {
+      if (!is_entry_name(name.c_str())) return;
+      if (auto size = stored_payload_size(dfd, name)) {
+        ++t.count;
+        t.size += *size;
+      }
+    });
+  }
+  write_totals_locked(t);
+  return t;
+}
+
+void FileStreamBackend::adjust_totals(int64_t count_delta, int64_t size_delta, bool may_evict,
+                                      int keep_shard, const std::string &keep_name) {
+  StatsLock lock(*this);
+  bool rebuilt = false;
+  Totals t = read_totals_locked(&rebuilt);
+  if (!rebuilt) {  // a rebuild already counted the change this call made
+    t.count = std::max<int64_t>(0, t.count + count_delta);
+    t.size = std::max<int64_t>(0, t.size + size_delta);
+  }
+  if (may_evict && config_.max_size_bytes && uint64_t(t.size) > config_.max_size_bytes)
+    evict_locked(t, keep_shard, keep_name);
+  write_totals_locked(t);
+}
+
+void FileStreamBackend::list_shard(int shard, std::vector<Victim> &out) {
+  const int dfd = shard_fd(shard, false);
+  if (dfd < 0) return;
+  for_each_name(dfd, [&](const std::string &name) {
+    struct stat st;
+    if (!is_entry_name(name.c_str())) return;
+    if (::fstatat(dfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0)
+      out.push_back({mtime_ns(st), shard, name});
+  });
+}
+
+void FileStreamBackend::evict_locked(Totals &t, int keep_shard, const std::string &keep_name) {
+  const uint64_t cap = config_.max_size_bytes;
+  auto evict_from = [&](std::vector<Victim> &victims, uint64_t target) {
+    std::sort(victims.begin(), victims.end(),
+              [](const Victim &a, const Victim &b) { return a.mtime_ns < b.mtime_ns; });
+    for (const Victim &v : victims) {
+      if (uint64_t(t.size) <= target) break;
+      if (v.shard == keep_shard && v.name == keep_name) continue;
+      int64_t size = 0;
+      if (!unlink_entry(v.shard, v.name, &size)) continue;
+      t.size = std::max<int64_t>(0, t.size - size);
+      t.count = std::max<int64_t>(0, t.count - 1);
+      if (config_.events) config_.events->evictions.fetch_add(1, std::memory_order_relaxed);
+    }
+  };
+  if (t.count <= kExactEvictionEntries) {
+    std::vector<Victim> all;
+    for (int s = 0; s < kShards; ++s) list_shard(s, all);
+    evict_from(all, cap);
+    if (uint64_t(t.size) > cap) t = rebuild_totals_locked();  // accounting had drifted
+    return;
+  }
+  // Large cache: evict down to 90% of the cap from the oldest entries of one shard at a time,
+  // so the scan cost is amortised over many puts.
+  const uint64_t target = cap - cap / 10;
+  for (int tries = 0; tries < kShards && uint64_t(t.size) > target; ++tries) {
+    std::vector<Victim> victims;
+    list_shard(int(evict_cursor_.fetch_add(1) % kShards), victims);
+    // Take at most the older half of the shard, so one pass never empties a shard.
+    std::sort(victims.begin(), victims.end(),
+              [](const Victim &a, const Victim &b) { return a.mtime_ns < b.mtime_ns; });
+    victims.resize((victims.size() + 1) / 2);
+    evict_from(victims, target);
+  }
+}
+
+uint64_t FileStreamBackend::count() {
+  StatsLock lock(*this);
+  return uint64_t(read_totals_locked().count);
+}
+
+uint64_t FileStreamBackend::size() {
+  StatsLock lock(*this);
+  return uint64_t(read_totals_locked().size);
+}
+
+void FileStreamBackend::clear() {
+  StatsLock lock(*this);
+  if (::faccessat(dir_fd_.get(), ".", W_OK, 0) != 0)
+    throw_errno("cannot clear cache directory '" + dir_ + "'");
+  Totals t = read_totals_locked();
+  for (int s = 0; s < kShards; ++s) {
+    const int dfd = shard_fd(s, false);
+    if (dfd < 0) continue;
+    for_each_name(dfd, [&](const std::string &name) {
+      int64_t size = 0;
+      if (unlink_entry(s, name, &size)) {
+        t.count = std::max<int64_t>(0, t.count - 1);
+        t.size = std::max<int64_t>(0, t.size - size);
+      }
+    });
+  }
+  write_totals_locked(t);
+}
+
+}  // namespace progcache

@@ -1,0 +1,78 @@
+// filestream:DIR: one file per entry, written to DIR/tmp and renamed into DIR/xx/ (atomic),
+// verified on every read, evicted by mtime. Safe for many processes. See docs/backends.md.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "backend.hpp"
+#include "fsutil.hpp"
+#include "uri.hpp"
+
+namespace progcache {
+
+class FileStreamBackend final : public Backend {
+ public:
+  FileStreamBackend(Uri &uri, const BackendConfig &config);
+  ~FileStreamBackend() override;
+
+  SharedBlob get(ByteView key) override;
+  void put(ByteView key, Blob &&record, uint64_t payload_size) override;
+  bool remove(ByteView key) override;
+  uint64_t count() override;
+  uint64_t size() override;
+  void clear() override;
+
+  static constexpr int kFormatVersion = 1;
+  static constexpr int kShards = 256;
+
+ private:
+  struct Totals {
+    int64_t count = 0;
+    int64_t size = 0;
+  };
+  struct Victim {
+    int64_t mtime_ns;
+    int shard;
+    std::string name;
+  };
+  class StatsLock;
+
+  std::string entry_name(ByteView key) const;
+  int shard_fd(int shard, bool create);
+  void check_format();
+  void reap_stale_temp_files();
+  // Payload size recorded in the entry file's header, or the file's size when the header is bad.
+  std::optional<int64_t> stored_payload_size(int dir_fd, const std::string &name);
+  Totals read_totals_locked(bool *rebuilt = nullptr);
+  void write_totals_locked(const Totals &t);
+  Totals rebuild_totals_locked();
+  void adjust_totals(int64_t count_delta, int64_t size_delta, bool may_evict, int keep_shard,
+                     const std::string &keep_name);
+  void evict_locked(Totals &t, int keep_shard, const std::string &keep_name);
+  void list_shard(int shard, std::vector<Victim> &out);
+  bool unlink_entry(int shard, const std::string &name, int64_t *payload_size);
+  int stats_fd();
+
+  const BackendConfig config_;
+  std::string dir_;
+  bool fsync_ = false;
+  int64_t touch_interval_ns_ = 1000000000;
+  int64_t stale_tmp_seconds_ = 3600;
+  Fd dir_fd_;
+  Fd tmp_fd_;
+  std::mutex shard_mutex_;
+  std::array<std::atomic<int>, kShards> shard_fds_;
+  std::mutex stats_mutex_;  // flock() does not exclude threads sharing one descriptor
+  Fd stats_fd_;
+  long stats_pid_ = 0;
+  std::atomic<unsigned> evict_cursor_{0};
+  std::atomic<uint64_t> tmp_seq_{0};
+  std::string tmp_prefix_;
+};
+
+}  // namespace progcache

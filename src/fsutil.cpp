@@ -1,0 +1,116 @@
+#include "fsutil.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/vfs.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+#include "error.hpp"
+
+namespace progcache {
+
+Fd &Fd::operator=(Fd &&o) noexcept {
+  if (this != &o) {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = o.release();
+  }
+  return *this;
+}
+
+Fd::~Fd() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void make_dirs(const std::string &dir) {
+  if (dir.empty()) return;
+  struct stat st;
+  if (::stat(dir.c_str(), &st) == 0) {
+    if (!S_ISDIR(st.st_mode))
+      throw Error(Status::io, "cache directory '" + dir + "' exists and is not a directory");
+    return;
+  }
+  if (errno != ENOENT) throw_errno("cannot access cache directory '" + dir + "'");
+  const std::string parent = parent_dir(dir);
+  if (parent != dir && parent != "." && parent != "/") make_dirs(parent);
+  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST)
+    throw_errno("cannot create cache directory '" + dir + "'");
+}
+
+std::string parent_dir(const std::string &path) {
+  std::string p = path;
+  while (p.size() > 1 && p.back() == '/') p.pop_back();
+  const size_t slash = p.rfind('/');
+  if (slash == std::string::npos) return ".";
+  if (slash == 0) return "/";
+  return p.substr(0, slash);
+}
+
+std::string network_fs_name(const std::string &path) {
+  struct statfs fs;
+  if (::statfs(path.c_str(), &fs) != 0) return "";
+  switch (static_cast<unsigned long>(fs.f_type)) {
+    case 0x6969:
+      return "nfs";
+    case 0x517B:
+      return "smb";
+    case 0xFF534D42:
+      return "cifs";
+    case 0xFE534D42:
+      return "smb2";
+    case 0x0BD00BD0:
+      return "lustre";
+    case 0x47504653:
+      return "gpfs";
+    case 0x5346414F:
+      return "afs";
+    case 0x00C36400:
+      return "ceph";
+    case 0x01021997:
+      return "9p";
+    case 0x65735546:
+      return "fuse";
+    default:
+      return "";
+  }
+}
+
+bool write_all(int fd, const void *data, size_t size) {
+  auto *p = static_cast<const char *>(data);
+  while (size > 0) {
+    const ssize_t n = ::write(fd, p, size);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return false;
+    }
+    if (n == 0) {
+      errno = EIO;
+      return false;
+    }
+    p += n;
+    size -= static_cast<size_t>(n);
+  }
+  return true;
+}
+
+bool pread_all(int fd, void *data, size_t size, off_t offset) {
+  auto *p = static_cast<char *>(data);
+  while (size > 0) {
+    const ssize_t n = ::pread(fd, p, size, offset);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return false;
+    }
+    if (n == 0) {
+      errno = 0;  // short file
+      return false;
+    }
+    p += n;
+    size -= static_cast<size_t>(n);
+    offset += n;
+  }
+  return true;
+}
+
+}  // namespace progcache

@@ -1,0 +1,84 @@
+// sqlite:PATH: one SQLite database (WAL, exact LRU by a logical clock, size cap), safe for many
+// processes and threads. See docs/backends.md for the schema and guarantees.
+#pragma once
+
+#include <chrono>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "backend.hpp"
+#include "uri.hpp"
+
+struct sqlite3;
+struct sqlite3_stmt;
+
+namespace progcache {
+
+class SqliteBackend final : public Backend {
+ public:
+  SqliteBackend(Uri &uri, const BackendConfig &config);
+  ~SqliteBackend() override;
+
+  SharedBlob get(ByteView key) override;
+  void put(ByteView key, Blob &&record, uint64_t payload_size) override;
+  bool remove(ByteView key) override;
+  uint64_t count() override;
+  uint64_t size() override;
+  void clear() override;
+  uint64_t max_payload_size() const override;
+
+  static constexpr int kSchemaVersion = 1;
+
+ private:
+  enum Stmt {
+    kGet,
+    kTouch,
+    kOldSize,
+    kInsert,
+    kDelete,
+    kOldest,
+    kMetaGet,
+    kMetaSet,
+    kBegin,
+    kCommit,
+    kRollback,
+    kClear,
+    kStmtCount
+  };
+  struct Connection;
+
+  void connect();
+  void disconnect(bool abandon);
+  void ensure_process();
+  void init_schema();
+  void reset_database(const std::string &why);
+  sqlite3_stmt *stmt(Stmt s);
+  // Runs fn inside BEGIN IMMEDIATE ... COMMIT, retrying busy answers until the deadline and
+  // resetting the database (then retrying once) if it turns out corrupt.
+  template <typename Fn>
+  void write_txn(Fn &&fn);
+  template <typename Fn>
+  auto with_recovery(Fn &&fn) -> decltype(fn());
+  [[noreturn]] void fail(int rc, const std::string &what);
+  int64_t meta_get(const char *name);
+  void meta_set(const char *name, int64_t value);
+  void flush_touches_locked();
+  void maybe_flush_touches_locked();
+  void evict_locked(int64_t &total, int64_t &count, ByteView keep);
+
+  const BackendConfig config_;
+  std::string path_;
+  int busy_timeout_ms_ = 5000;
+  bool wal_ = true;
+  std::mutex mutex_;
+  sqlite3 *db_ = nullptr;
+  sqlite3_stmt *stmts_[kStmtCount] = {};
+  bool read_only_ = false;
+  long pid_ = 0;
+  // Recency of hits not yet written (a hit stays a read); flushed in order before any write.
+  std::vector<std::string> pending_touches_;
+  std::chrono::steady_clock::time_point first_pending_;
+};
+
+}  // namespace progcache

@@ -1,0 +1,91 @@
+#include "uri.hpp"
+
+#include <cstdlib>
+
+#include "error.hpp"
+
+namespace progcache {
+
+namespace {
+constexpr const char *kSchemes = "memory:, sqlite:PATH, filestream:DIR";
+
+std::string env(const char *name) {
+  const char *v = std::getenv(name);
+  return v ? v : "";
+}
+}  // namespace
+
+std::string Uri::take(const std::string &name, const std::string &fallback) {
+  auto it = params.find(name);
+  if (it == params.end()) return fallback;
+  std::string v = it->second;
+  params.erase(it);
+  return v;
+}
+
+void Uri::expect_no_params() const {
+  if (!params.empty())
+    throw Error(Status::invalid_arg,
+                "unknown parameter '" + params.begin()->first + "' for " + scheme + ": URI");
+}
+
+Uri parse_uri(std::string_view text) {
+  Uri uri;
+  const size_t colon = text.find(':');
+  if (colon == std::string_view::npos || colon == 0)
+    throw Error(Status::invalid_arg,
+                "cache URI '" + std::string(text) + "' has no scheme; use one of " + kSchemes);
+  uri.scheme = std::string(text.substr(0, colon));
+  std::string_view rest = text.substr(colon + 1);
+  const size_t q = rest.find('?');
+  uri.path = std::string(rest.substr(0, q));
+  if (q != std::string_view::npos) {
+    std::string_view query = rest.substr(q + 1);
+    while (!query.empty()) {
+      const size_t amp = query.find('&');
+      std::string_view item = query.substr(0, amp);
+      const size_t eq = item.find('=');
+      if (item.empty() || eq == 0 || eq == std::string_view::npos)
+        throw Error(Status::invalid_arg,
+                    "malformed parameter '" + std::string(item) + "' in URI (want name=value)");
+      uri.params[std::string(item.substr(0, eq))] = std::string(item.substr(eq + 1));
+      if (amp == std::string_view::npos) break;
+      query = query.substr(amp + 1);
+    }
+  }
+  for (char c : uri.path)
+    if (c == '\0' || c == '\n' || c == '\r')
+      throw Error(Status::invalid_arg, "cache URI contains a control character");
+  if (uri.scheme == "memory") {
+    if (!uri.path.empty())
+      throw Error(Status::invalid_arg, "unexpected text '" + uri.path + "' after memory:");
+  } else if (uri.scheme == "sqlite" || uri.scheme == "filestream") {
+    if (uri.path.empty())
+      throw Error(Status::invalid_arg,
+                  uri.scheme + ": needs a path, e.g. " + uri.scheme +
+                      (uri.scheme == "sqlite" ? ":/tmp/cache.db" : ":/tmp/cache"));
+  } else {
+    throw Error(Status::invalid_arg,
+                "unknown cache scheme '" + uri.scheme + ":'; known schemes: " + kSchemes);
+  }
+  return uri;
+}
+
+std::string default_uri() {
+  if (std::string u = env("PCACHE_URI"); !u.empty()) return u;
+  if (std::string d = env("PCACHE_DIR"); !d.empty()) return "sqlite:" + d + "/cache.db";
+  if (std::string x = env("XDG_CACHE_HOME"); !x.empty() && x[0] == '/')
+    return "sqlite:" + x + "/progcache/cache.db";
+  if (std::string h = env("HOME"); !h.empty()) return "sqlite:" + h + "/.cache/progcache/cache.db";
+  throw Error(Status::invalid_arg,
+              "no default cache location: set PCACHE_DIR, XDG_CACHE_HOME or HOME, or pass a URI");
+}
+
+uint64_t parse_uint_param(const std::string &name, const std::string &value) {
+  if (value.empty() || value.size() > 19 ||
+      value.find_first_not_of("0123456789") != std::string::npos)
+    throw Error(Status::invalid_arg, "parameter " + name + "='" + value + "' is not a number");
+  return std::stoull(value);
+}
+
+}  // namespace progcache

@@ -1,0 +1,31 @@
+// Cache URIs: "scheme:rest?name=value&name=value".
+#pragma once
+
+#include <map>
+#include <string>
+#include <string_view>
+
+namespace progcache {
+
+struct Uri {
+  std::string scheme;  // "memory", "sqlite", "filestream"
+  std::string path;    // what follows "scheme:" up to '?'
+  std::map<std::string, std::string> params;
+
+  // Returns the parameter and erases it (so that leftovers can be reported as unknown).
+  std::string take(const std::string &name, const std::string &fallback = "");
+  // Throws Error(invalid_arg) naming any parameter nobody took.
+  void expect_no_params() const;
+};
+
+// Throws Error(invalid_arg) on syntax errors or an unknown scheme.
+Uri parse_uri(std::string_view text);
+
+// The URI used for NULL/"": $PCACHE_URI, else sqlite:$PCACHE_DIR/cache.db, else
+// sqlite:$XDG_CACHE_HOME/progcache/cache.db, else sqlite:$HOME/.cache/progcache/cache.db.
+std::string default_uri();
+
+// Parses a non-negative integer parameter; throws Error(invalid_arg) naming it.
+uint64_t parse_uint_param(const std::string &name, const std::string &value);
+
+}  // namespace progcache

@@ -1,0 +1,20 @@
+// The backends the contract suite runs on. A new backend joins by adding one line to kBackends.
+#pragma once
+
+#include <string>
+
+#include "test_util.hpp"
+
+struct BackendCase {
+  const char *name;
+  std::string (*uri)(const testutil::TempDir &dir);
+  bool persistent;
+};
+
+inline const BackendCase kBackends[] = {
+    {"memory", [](const testutil::TempDir &) { return std::string("memory:"); }, false},
+    {"sqlite", [](const testutil::TempDir &d) { return "sqlite:" + (d / "cache.db"); }, true},
+    {"filestream",
+     [](const testutil::TempDir &d) { return "filestream:" + (d / "fs") + "?touch_interval_ms=0"; },
+     true},
+};

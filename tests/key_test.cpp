@@ -1,0 +1,281 @@
+// Every input of pcache_make_key changes the key; canonical equivalents do not.
+#include <gtest/gtest.h>
+#include <progcache/progcache.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace {
+
+struct Prog {
+  std::string name = "kernel.cu";
+  std::string source = "__global__ void k() {}";
+  int32_t code_type = PCACHE_CODE_CXX;
+  int32_t target = PCACHE_TARGET_CUBIN;
+  uint32_t nvrtc = 13000;
+  std::vector<std::string> options;
+  std::vector<std::string> header_names, header_sources;
+  std::vector<std::string> exprs;
+  std::string digest;
+  bool has_digest = false;
+
+  pcache_status key(std::string *out) const {
+    std::vector<const char *> o, hn, hs, e;
+    for (auto &s : options) o.push_back(s.c_str());
+    for (auto &s : header_names) hn.push_back(s.c_str());
+    for (auto &s : header_sources) hs.push_back(s.c_str());
+    for (auto &s : exprs) e.push_back(s.c_str());
+    pcache_program p;
+    std::memset(&p, 0, sizeof p);
+    p.struct_size = sizeof p;
+    p.name = name.c_str();
+    p.source = source.data();
+    p.source_size = source.size();
+    p.code_type = code_type;
+    p.target = target;
+    p.nvrtc_version = nvrtc;
+    p.options = o.data();
+    p.num_options = o.size();
+    p.header_names = hn.data();
+    p.header_sources = hs.data();
+    p.num_headers = hn.size();
+    p.name_expressions = e.data();
+    p.num_name_expressions = e.size();
+    if (has_digest) {
+      p.extra_digest = digest.data();
+      p.extra_digest_size = digest.size();
+    }
+    uint8_t k[PCACHE_KEY_SIZE];
+    const pcache_status st = pcache_make_key(&p, k);
+    if (st == PCACHE_OK) out->assign(reinterpret_cast<char *>(k), sizeof k);
+    return st;
+  }
+  std::string key() const {
+    std::string k;
+    EXPECT_EQ(key(&k), PCACHE_OK) << pcache_last_error();
+    return k;
+  }
+};
+
+Prog base() {
+  Prog p;
+  p.options = {"-arch=sm_90", "-std=c++17"};
+  p.header_names = {"a.h"};
+  p.header_sources = {"#define A 1"};
+  p.exprs = {"k"};
+  return p;
+}
+
+}  // namespace
+
+TEST(Key, IsDeterministicAnd32Bytes) {
+  EXPECT_EQ(base().key(), base().key());
+  EXPECT_EQ(base().key().size(), 32u);
+}
+
+TEST(Key, EveryFieldChangesTheKey) {
+  const std::string k = base().key();
+  std::vector<std::pair<const char *, Prog>> variants;
+  auto add = [&](const char *what, auto change) {
+    Prog p = base();
+    change(p);
+    variants.emplace_back(what, p);
+  };
+  add("name", [](Prog &p) { p.name = "other.cu"; });
+  add("source", [](Prog &p) { p.source += " "; });
+  add("code_type", [](Prog &p) { p.code_type = PCACHE_CODE_PTX; });
+  add("target", [](Prog &p) { p.target = PCACHE_TARGET_PTX; });
+  add("target ltoir", [](Prog &p) { p.target = PCACHE_TARGET_LTOIR; });
+  add("nvrtc_version", [](Prog &p) { p.nvrtc = 12090; });
+  add("option value", [](Prog &p) { p.options[0] = "-arch=sm_80"; });
+  add("option added", [](Prog &p) { p.options.push_back("-lineinfo"); });
+  add("option order", [](Prog &p) { std::swap(p.options[0], p.options[1]); });
+  add("header content", [](Prog &p) { p.header_sources[0] = "#define A 2"; });
+  add("header name", [](Prog &p) { p.header_names[0] = "b.h"; });
+  add("no header", [](Prog &p) {
+    p.header_names.clear();
+    p.header_sources.clear();
+  });
+  add("name expression", [](Prog &p) { p.exprs = {"k2"}; });
+  add("extra digest", [](Prog &p) {
+    p.has_digest = true;
+    p.digest = "abc";
+  });
+  add("empty extra digest", [](Prog &p) {
+    p.has_digest = true;
+    p.digest = "";
+  });
+  std::vector<std::string> keys{k};
+  for (auto &[what, p] : variants) {
+    const std::string v = p.key();
+    for (const std::string &other : keys) EXPECT_NE(v, other) << what;
+    keys.push_back(v);
+  }
+}
+
+TEST(Key, FieldBoundariesCannotBeShifted) {
+  Prog a = base(), b = base();
+  a.options = {"-a", "b"};
+  b.options = {"-ab"};
+  EXPECT_NE(a.key(), b.key());
+  a = base();
+  b = base();
+  a.source = "ab";
+  a.options = {"c"};
+  b.source = "a";
+  b.options = {"bc"};
+  EXPECT_NE(a.key(), b.key());
+  a = base();
+  b = base();
+  a.header_names = {"ab"};
+  a.header_sources = {"c"};
+  b.header_names = {"a"};
+  b.header_sources = {"bc"};
+  EXPECT_NE(a.key(), b.key());
+}
+
+TEST(Key, EquivalentOptionSpellingsGiveOneKey) {
+  const std::vector<std::vector<std::string>> same_arch = {{"-arch=sm_90"},
+                                                           {"--gpu-architecture=sm_90"},
+                                                           {"-arch", "sm_90"},
+                                                           {"--gpu-architecture", "sm_90"}};
+  std::string first;
+  for (const auto &opts : same_arch) {
+    Prog p = base();
+    p.options = opts;
+    const std::string k = p.key();
+    if (first.empty()) first = k;
+    EXPECT_EQ(k, first) << opts[0];
+  }
+  const std::vector<std::vector<std::string>> same_define = {
+      {"-DN=4"}, {"-D", "N=4"}, {"--define-macro=N=4"}, {"-D=N=4"}, {"--define-macro", "N=4"}};
+  first.clear();
+  for (const auto &opts : same_define) {
+    Prog p = base();
+    p.options = opts;
+    const std::string k = p.key();
+    if (first.empty()) first = k;
+    EXPECT_EQ(k, first) << opts[0];
+  }
+  Prog a = base(), b = base();
+  a.options = {"-G", "-lineinfo", "-std=c++17"};
+  b.options = {"--device-debug", "--generate-line-info", "--std", "c++17"};
+  EXPECT_EQ(a.key(), b.key());
+}
+
+TEST(Key, SetLikeInputsIgnoreOrder) {
+  Prog a = base(), b = base();
+  a.exprs = {"f<int>", "g"};
+  b.exprs = {"g", "f<int>"};
+  EXPECT_EQ(a.key(), b.key());
+  a.header_names = {"x.h", "y.h"};
+  a.header_sources = {"1", "2"};
+  b.header_names = {"y.h", "x.h"};
+  b.header_sources = {"2", "1"};
+  EXPECT_EQ(a.key(), b.key());
+}
+
+TEST(Key, FileReadingOptionsNeedAnExtraDigest) {
+  for (std::vector<std::string> opts : std::vector<std::vector<std::string>>{{"-I/usr/include"},
+                                                                             {"-I", "/x"},
+                                                                             {"--include-path=/x"},
+                                                                             {"-include", "a.h"},
+                                                                             {"--pre-include=a.h"},
+                                                                             {"--use-pch=x.pch"},
+                                                                             {"--pch-dir=/d"},
+                                                                             {"-pch"}}) {
+    Prog p = base();
+    p.options = opts;
+    std::string k;
+    EXPECT_EQ(p.key(&k), PCACHE_ERR_INVALID_ARG) << opts[0];
+    EXPECT_NE(std::strstr(pcache_last_error(), "extra_digest"), nullptr) << pcache_last_error();
+    p.has_digest = true;
+    p.digest = "fingerprint";
+    EXPECT_EQ(p.key(&k), PCACHE_OK) << opts[0] << ": " << pcache_last_error();
+  }
+  Prog p = base();
+  p.name = "dir/kernel.cu";
+  std::string k;
+  EXPECT_EQ(p.key(&k), PCACHE_ERR_INVALID_ARG);
+  p.has_digest = true;
+  EXPECT_EQ(p.key(&k), PCACHE_OK);
+}
+
+TEST(Key, SideEffectOptionsAreAlwaysRefused) {
+  for (const char *opt :
+       {"--create-pch=x.pch", "--time=t.csv", "-time=t.csv", "--fdevice-time-trace=t.json"}) {
+    Prog p = base();
+    p.options = {opt};
+    p.has_digest = true;
+    std::string k;
+    EXPECT_EQ(p.key(&k), PCACHE_ERR_INVALID_ARG) << opt;
+  }
+}
+
+TEST(Key, BadInputsAreInvalid) {
+  uint8_t k[PCACHE_KEY_SIZE];
+  EXPECT_EQ(pcache_make_key(nullptr, k), PCACHE_ERR_INVALID_ARG);
+  pcache_program p;
+  std::memset(&p, 0, sizeof p);
+  p.struct_size = sizeof p;
+  EXPECT_EQ(pcache_make_key(&p, k), PCACHE_ERR_INVALID_ARG);  // NULL source
+  p.source = "x";
+  EXPECT_EQ(pcache_make_key(&p, nullptr), PCACHE_ERR_INVALID_ARG);
+  p.code_type = 7;
+  EXPECT_EQ(pcache_make_key(&p, k), PCACHE_ERR_INVALID_ARG);
+  p.code_type = 0;
+  p.struct_size = 8;
+  EXPECT_EQ(pcache_make_key(&p, k), PCACHE_ERR_INVALID_ARG);
+  p.struct_size = sizeof p;
+  p.num_options = 2;
+  EXPECT_EQ(pcache_make_key(&p, k), PCACHE_ERR_INVALID_ARG);
+  p.num_options = 0;
+  Prog q = base();
+  q.options = {"-arch"};
+  std::string s;
+  EXPECT_EQ(q.key(&s), PCACHE_ERR_INVALID_ARG);  // option missing its value
+  EXPECT_EQ(pcache_make_key(&p, k), PCACHE_OK);
+}
+
+TEST(Key, FipsFallbackUsesADistinctSchema) {
+  // The hash is chosen once per process, so the SHA-256 (FIPS) path runs in a re-executed child
+  // that writes its key to a file; the two keys of one program must differ.
+  const std::string blake = base().key();
+  const std::string out = std::string(std::getenv("TMPDIR") ? std::getenv("TMPDIR") : "/tmp") +
+                          "/pcache-sha-key-" + std::to_string(getpid());
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    setenv("PCACHE_TEST_FORCE_SHA256", "1", 1);
+    setenv("PCACHE_TEST_KEY_OUT", out.c_str(), 1);
+    execl("/proc/self/exe", "self", "--gtest_filter=Key.Sha256Child", nullptr);
+    _exit(127);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status));
+  ASSERT_EQ(WEXITSTATUS(status), 0);
+  std::FILE *f = std::fopen(out.c_str(), "rb");
+  ASSERT_NE(f, nullptr);
+  char buf[64];
+  const size_t n = std::fread(buf, 1, sizeof buf, f);
+  std::fclose(f);
+  std::remove(out.c_str());
+  ASSERT_EQ(n, 32u);
+  EXPECT_NE(std::string(buf, n), blake);
+}
+
+TEST(Key, Sha256Child) {
+  const char *out = std::getenv("PCACHE_TEST_KEY_OUT");
+  if (!out) GTEST_SKIP() << "helper of FipsFallbackUsesADistinctSchema";
+  const std::string k = base().key();
+  std::FILE *f = std::fopen(out, "wb");
+  ASSERT_NE(f, nullptr);
+  std::fwrite(k.data(), 1, k.size(), f);
+  std::fclose(f);
+}

@@ -1,0 +1,56 @@
+// Helpers shared by the tests: temporary directories, handle RAII, self-checking values.
+#pragma once
+
+#include <progcache/progcache.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace testutil {
+
+// A fresh directory under $TMPDIR, removed with its contents on destruction.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  TempDir(const TempDir &) = delete;
+  TempDir &operator=(const TempDir &) = delete;
+  const std::string &path() const { return path_; }
+  std::string operator/(const std::string &name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+// Owns a pcache handle.
+class Handle {
+ public:
+  explicit Handle(const std::string &uri, uint64_t max_size_bytes = 0);
+  ~Handle() { pcache_close(h_); }
+  Handle(const Handle &) = delete;
+  Handle &operator=(const Handle &) = delete;
+  pcache *get() const { return h_; }
+  operator pcache *() const { return h_; }  // NOLINT
+  pcache_status put(const std::string &key, const std::string &value);
+  // Returns the status; the value in *value on a hit.
+  pcache_status get(const std::string &key, std::string *value);
+  uint64_t count();
+  uint64_t size();
+  pcache_stats stats();
+
+ private:
+  pcache *h_ = nullptr;
+};
+
+// A value that describes itself: "<id>:<seed>:<len>|" then bytes derived from them. Any torn,
+// mixed or foreign value fails check_value.
+std::string make_value(uint32_t id, uint32_t seed, size_t len);
+bool check_value(const std::string &value, uint32_t *id = nullptr, uint32_t *seed = nullptr);
+
+std::string read_file(const std::string &path);
+void write_file(const std::string &path, const std::string &data);
+// Files (recursively) under dir whose name ends with suffix ("" = all regular files).
+std::vector<std::string> list_files(const std::string &dir, const std::string &suffix = "");
+
+}  // namespace testutil
