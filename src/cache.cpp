@@ -84,7 +84,10 @@ std::optional<Hit> Cache::get(ByteView key) {
   auto parts = decode_entry(record->view(), key, !backend_->in_process(), &why);
   if (!parts) {
     // Damaged or foreign bytes: never returned. Remove them so the next put heals the entry.
-    backend_->remove(key);
+    try {
+      backend_->remove(key);
+    } catch (const Error &) {  // still a miss; the next put replaces it
+    }
     corrupt_.fetch_add(1, std::memory_order_relaxed);
     misses_.fetch_add(1, std::memory_order_relaxed);
     set_thread_warning("removed a damaged cache entry: " + why);

@@ -110,10 +110,12 @@ FileStreamBackend::FileStreamBackend(Uri &uri, const BackendConfig &config)
     if (*p == '.' || *p == '/') *p = '_';
   tmp_prefix_ = host;
   reap_stale_temp_files();
-  if (config_.max_size_bytes && ::faccessat(dir_fd_.get(), ".", W_OK, 0) == 0) {
+  if (::faccessat(dir_fd_.get(), ".", W_OK, 0) == 0) {
+    // Establish the accounting now (a first open counts the entries), not during a later put
+    // whose own entry, and other writers' in-flight ones, a recount would count twice.
     StatsLock lock(*this);
     Totals t = read_totals_locked();
-    if (uint64_t(t.size) > config_.max_size_bytes) {
+    if (config_.max_size_bytes && uint64_t(t.size) > config_.max_size_bytes) {
       evict_locked(t, -1, "");
       write_totals_locked(t);
     }
@@ -289,6 +291,9 @@ bool FileStreamBackend::unlink_entry(int shard, const std::string &name, int64_t
   const std::optional<int64_t> size = stored_payload_size(dfd, name);
   if (::unlinkat(dfd, name.c_str(), 0) != 0) {
     if (errno == ENOENT) return false;
+    // A directory planted where an entry belongs: removed if empty, otherwise left (never
+    // followed or read).
+    if (errno == EISDIR || errno == EPERM) return ::unlinkat(dfd, name.c_str(), AT_REMOVEDIR) == 0;
     throw_errno("cannot remove cache entry '" + dir_ + "/" + name.substr(0, 2) + "/" + name + "'");
   }
   *payload_size = size.value_or(0);
@@ -402,6 +407,9 @@ void FileStreamBackend::evict_locked(Totals &t, int keep_shard, const std::strin
   if (t.count <= kExactEvictionEntries) {
     std::vector<Victim> all;
     for (int s = 0; s < kShards; ++s) list_shard(s, all);
+    // The listing counts the files; if the accounting disagrees (a writer killed between its
+    // rename and its accounting update), recount before choosing victims.
+    if (int64_t(all.size()) != t.count) t = rebuild_totals_locked();
     evict_from(all, cap);
     if (uint64_t(t.size) > cap) t = rebuild_totals_locked();  // accounting had drifted
     return;

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <thread>
 
@@ -54,6 +55,21 @@ struct StmtScope {
     sqlite3_clear_bindings(s);
   }
 };
+
+// Percent-encodes what a SQLite URI filename cannot hold literally.
+std::string uri_escape(const std::string &path) {
+  std::string out;
+  for (unsigned char c : path) {
+    if (c == '%' || c == '?' || c == '#' || c < 0x20 || c >= 0x7f) {
+      char buf[4];
+      std::snprintf(buf, sizeof buf, "%%%02X", c);
+      out += buf;
+    } else {
+      out += char(c);
+    }
+  }
+  return out;
+}
 
 bool is_busy(int rc) {
   return (rc & 0xff) == SQLITE_BUSY || (rc & 0xff) == SQLITE_LOCKED;
@@ -137,6 +153,18 @@ void SqliteBackend::connect() {
   int rc =
       sqlite3_open_v2(path_.c_str(), &db_,
                       SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOFOLLOW | SQLITE_OPEN_NOMUTEX, nullptr);
+  if (rc == SQLITE_OK && sqlite3_db_readonly(db_, "main") == 1 &&
+      sqlite3_exec(db_, "SELECT 1 FROM sqlite_master LIMIT 1", nullptr, nullptr, nullptr) !=
+          SQLITE_OK) {
+    // A read-only WAL database in a directory where its -shm cannot be created: read it as an
+    // immutable snapshot (no locking; writers elsewhere are not seen until reopen).
+    sqlite3_close(db_);
+    db_ = nullptr;
+    rc = sqlite3_open_v2(
+        ("file:" + uri_escape(path_) + "?immutable=1").c_str(), &db_,
+        SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_NOFOLLOW | SQLITE_OPEN_NOMUTEX,
+        nullptr);
+  }
   if (rc != SQLITE_OK) {
     std::string msg = "cannot open cache database";
     try {
@@ -159,12 +187,10 @@ void SqliteBackend::connect() {
                       nullptr);
     if (rc != SQLITE_OK) fail(rc, "cannot configure cache database");
     if (!read_only_) {
-      rc = sqlite3_exec(db_, wal_ ? "PRAGMA journal_mode=WAL" : "PRAGMA journal_mode=DELETE",
-                        nullptr, nullptr, nullptr);
-      if (rc != SQLITE_OK) fail(rc, "cannot set the journal mode");
+      set_journal_mode();
+      rc = sqlite3_exec(db_, "PRAGMA synchronous=NORMAL", nullptr, nullptr, nullptr);
+      if (rc != SQLITE_OK) fail(rc, "cannot set synchronous mode");
     }
-    rc = sqlite3_exec(db_, "PRAGMA synchronous=NORMAL", nullptr, nullptr, nullptr);
-    if (rc != SQLITE_OK) fail(rc, "cannot set synchronous mode");
     init_schema();
   };
   try {
@@ -182,6 +208,39 @@ void SqliteBackend::connect() {
     set_thread_warning("cache database is on a network filesystem (" + net +
                        "): WAL is unsafe there, using journal_mode=DELETE (slower; consider "
                        "filestream:)");
+}
+
+void SqliteBackend::set_journal_mode() {
+  const char *want = wal_ ? "wal" : "delete";
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(busy_timeout_ms_);
+  int changes = 0;
+  for (int attempt = 0;; ++attempt) {
+    // Read first: changing the mode needs an exclusive lock, and the pragma answers busy at
+    // once (without the busy handler) while another connection recovers a crashed writer's WAL.
+    sqlite3_stmt *s = nullptr;
+    int rc = sqlite3_prepare_v2(db_, "PRAGMA journal_mode", -1, &s, nullptr);
+    std::string mode;
+    if (rc == SQLITE_OK && (rc = sqlite3_step(s)) == SQLITE_ROW)
+      mode = reinterpret_cast<const char *>(sqlite3_column_text(s, 0));
+    sqlite3_finalize(s);
+    if (rc == SQLITE_ROW && mode == want) return;
+    if (rc == SQLITE_ROW)
+      rc = sqlite3_exec(db_, wal_ ? "PRAGMA journal_mode=WAL" : "PRAGMA journal_mode=DELETE",
+                        nullptr, nullptr, nullptr);
+    if (rc == SQLITE_OK) {
+      if (++changes > 2) {  // the filesystem will not take this mode: go on with the one it has
+        set_thread_warning("cache database '" + path_ + "' stays in journal_mode=" + mode);
+        return;
+      }
+      continue;  // re-read to confirm
+    }
+    if (is_busy(rc) && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1 + attempt % 8));
+      continue;
+    }
+    fail(rc, "cannot set the journal mode");
+  }
 }
 
 void SqliteBackend::disconnect(bool abandon) {
@@ -260,9 +319,7 @@ void SqliteBackend::reset_database(const std::string &why) {
   if (config_.events) config_.events->corrupt.fetch_add(1, std::memory_order_relaxed);
   set_thread_warning("cache database '" + path_ + "' was corrupt (" + why +
                      "); it was reset to empty in place");
-  rc = sqlite3_exec(db_, wal_ ? "PRAGMA journal_mode=WAL" : "PRAGMA journal_mode=DELETE", nullptr,
-                    nullptr, nullptr);
-  if (rc != SQLITE_OK) fail(rc, "cannot set the journal mode after reset");
+  set_journal_mode();
   init_schema();
 }
 

@@ -52,6 +52,7 @@ class SqliteBackend final : public Backend {
   void disconnect(bool abandon);
   void ensure_process();
   void init_schema();
+  void set_journal_mode();
   void reset_database(const std::string &why);
   sqlite3_stmt *stmt(Stmt s);
   // Runs fn inside BEGIN IMMEDIATE ... COMMIT, retrying busy answers until the deadline and

@@ -1,1 +1,259 @@
+// SQLite backend: schema versions, corruption recovery in place, permissions, fork, busy.
 #include <gtest/gtest.h>
+#include <sqlite3.h>
+#include <sys/stat.h>
+
+#include <cstring>
+#include <thread>
+
+#include "proc_util.hpp"
+#include "test_util.hpp"
+
+using namespace testutil;
+
+namespace {
+
+std::string sql_scalar(const std::string &db, const std::string &sql) {
+  sqlite3 *h = nullptr;
+  EXPECT_EQ(sqlite3_open(db.c_str(), &h), SQLITE_OK);
+  sqlite3_stmt *s = nullptr;
+  std::string out;
+  if (sqlite3_prepare_v2(h, sql.c_str(), -1, &s, nullptr) == SQLITE_OK &&
+      sqlite3_step(s) == SQLITE_ROW && sqlite3_column_text(s, 0))
+    out = reinterpret_cast<const char *>(sqlite3_column_text(s, 0));
+  sqlite3_finalize(s);
+  sqlite3_close(h);
+  return out;
+}
+
+void sql_exec(const std::string &db, const std::string &sql) {
+  sqlite3 *h = nullptr;
+  ASSERT_EQ(sqlite3_open(db.c_str(), &h), SQLITE_OK);
+  char *err = nullptr;
+  EXPECT_EQ(sqlite3_exec(h, sql.c_str(), nullptr, nullptr, &err), SQLITE_OK) << (err ? err : "");
+  sqlite3_free(err);
+  sqlite3_close(h);
+}
+
+ino_t inode_of(const std::string &path) {
+  struct stat st {};
+  ::stat(path.c_str(), &st);
+  return st.st_ino;
+}
+
+}  // namespace
+
+TEST(Sqlite, CreatesPrivateDirectoriesAndFile) {
+  TempDir d;
+  const std::string db = d / "a/b/cache.db";
+  { Handle c("sqlite:" + db); }
+  struct stat st;
+  ASSERT_EQ(::stat((d / "a").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
+  ASSERT_EQ(::stat((d / "a/b").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
+  ASSERT_EQ(::stat(db.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u);
+  EXPECT_EQ(sql_scalar(db, "PRAGMA journal_mode"), "wal");
+  EXPECT_EQ(sql_scalar(db, "PRAGMA user_version"), "1");
+}
+
+TEST(Sqlite, NewerSchemaIsRefusedWithAClearError) {
+  TempDir d;
+  const std::string db = d / "cache.db";
+  { Handle c("sqlite:" + db); }
+  sql_exec(db, "PRAGMA user_version=99");
+  pcache *h = nullptr;
+  EXPECT_EQ(pcache_open(("sqlite:" + db).c_str(), nullptr, &h), PCACHE_ERR_UNSUPPORTED);
+  EXPECT_NE(std::strstr(pcache_last_error(), "newer progcache"), nullptr) << pcache_last_error();
+  EXPECT_EQ(sql_scalar(db, "PRAGMA user_version"), "99");  // left as it was
+}
+
+TEST(Sqlite, OlderOrForeignSchemaIsRebuilt) {
+  TempDir d;
+  const std::string db = d / "cache.db";
+  sql_exec(db, "CREATE TABLE entries(k TEXT); INSERT INTO entries VALUES('old');");
+  Handle c("sqlite:" + db);
+  ASSERT_EQ(c.put("k", "v"), PCACHE_OK) << pcache_last_error();
+  std::string v;
+  EXPECT_EQ(c.get("k", &v), PCACHE_OK);
+  EXPECT_EQ(c.count(), 1u);
+}
+
+TEST(Sqlite, GarbageFileIsResetInPlaceAndReported) {
+  TempDir d;
+  const std::string db = d / "cache.db";
+  write_file(db, std::string(8192, 'G'));
+  const ino_t before = inode_of(db);
+  pcache *h = nullptr;
+  ASSERT_EQ(pcache_open(("sqlite:" + db).c_str(), nullptr, &h), PCACHE_OK) << pcache_last_error();
+  EXPECT_NE(std::strstr(pcache_last_error(), "reset"), nullptr) << pcache_last_error();
+  EXPECT_EQ(inode_of(db), before);  // never deleted or renamed
+  EXPECT_EQ(pcache_put(h, "k", 1, "v", 1), PCACHE_OK);
+  pcache_close(h);
+  EXPECT_EQ(sql_scalar(db, "PRAGMA quick_check"), "ok");
+}
+
+TEST(Sqlite, DatabaseOverwrittenWhileOpenAnswersAMissThenHeals) {
+  TempDir d;
+  const std::string db = d / "cache.db";
+  Handle c("sqlite:" + db);
+  for (int i = 0; i < 50; ++i)
+    ASSERT_EQ(c.put("k" + std::to_string(i), make_value(i, 1, 3000)), PCACHE_OK);
+  const ino_t before = inode_of(db);
+  {
+    // Checkpoint so the data lives in the main file, then overwrite it (inode kept).
+    sql_exec(db, "PRAGMA wal_checkpoint(TRUNCATE)");
+    FILE *f = std::fopen(db.c_str(), "r+b");
+    ASSERT_NE(f, nullptr);
+    const std::string junk(200000, 'J');
+    std::fwrite(junk.data(), 1, junk.size(), f);
+    std::fclose(f);
+  }
+  std::string v;
+  pcache_status st = PCACHE_OK;
+  for (int i = 0; i < 50 && st != PCACHE_NOT_FOUND; ++i) st = c.get("k" + std::to_string(i), &v);
+  EXPECT_EQ(st, PCACHE_NOT_FOUND);
+  EXPECT_NE(std::strstr(pcache_last_error(), "reset"), nullptr) << pcache_last_error();
+  EXPECT_GE(c.stats().corrupt, 1u);
+  EXPECT_EQ(inode_of(db), before);
+  ASSERT_EQ(c.put("after", "healed"), PCACHE_OK) << pcache_last_error();
+  ASSERT_EQ(c.get("after", &v), PCACHE_OK);
+  EXPECT_EQ(v, "healed");
+}
+
+TEST(Sqlite, DamagedRecordIsAMissRemovedAndCounted) {
+  TempDir d;
+  const std::string db = d / "cache.db";
+  Handle c("sqlite:" + db);
+  ASSERT_EQ(c.put("k", make_value(1, 1, 1000)), PCACHE_OK);
+  ASSERT_EQ(c.put("other", make_value(2, 2, 1000)), PCACHE_OK);
+  // Flip one payload byte behind the library's back.
+  sql_exec(db,
+           "UPDATE entries SET record = substr(record, 1, 500) || X'00' || substr(record, 502) "
+           "WHERE key = X'6b'");
+  EXPECT_EQ(c.get("k", nullptr), PCACHE_NOT_FOUND);
+  EXPECT_NE(std::strstr(pcache_last_error(), "checksum"), nullptr) << pcache_last_error();
+  EXPECT_EQ(c.stats().corrupt, 1u);
+  EXPECT_EQ(sql_scalar(db, "SELECT count(*) FROM entries WHERE key = X'6b'"), "0");
+  // Another key's record stored under this key is refused too.
+  sql_exec(db,
+           "INSERT INTO entries SELECT X'6b', record, size, atime FROM entries WHERE key = "
+           "X'6f74686572'");
+  EXPECT_EQ(c.get("k", nullptr), PCACHE_NOT_FOUND);
+  EXPECT_NE(std::strstr(pcache_last_error(), "another key"), nullptr) << pcache_last_error();
+  EXPECT_EQ(c.get("other", nullptr), PCACHE_OK);
+}
+
+TEST(Sqlite, ReopenWithASmallerCapEvictsDownToIt) {
+  TempDir d;
+  const std::string uri = "sqlite:" + (d / "cache.db");
+  {
+    Handle c(uri);
+    for (int i = 0; i < 10; ++i)
+      ASSERT_EQ(c.put("k" + std::to_string(i), std::string(1000, 'x')), PCACHE_OK);
+  }
+  Handle c(uri, 4500);
+  EXPECT_EQ(c.count(), 4u);
+  EXPECT_LE(c.size(), 4500u);
+  EXPECT_EQ(c.get("k9", nullptr), PCACHE_OK);  // the newest survive
+  EXPECT_EQ(c.get("k0", nullptr), PCACHE_NOT_FOUND);
+}
+
+TEST(Sqlite, TwoHandlesInOneProcessShareEntriesAndLru) {
+  TempDir d;
+  const std::string uri = "sqlite:" + (d / "cache.db");
+  Handle a(uri, 3000), b(uri, 3000);
+  ASSERT_EQ(a.put("x", std::string(1000, 'x')), PCACHE_OK);
+  ASSERT_EQ(b.put("y", std::string(1000, 'y')), PCACHE_OK);
+  std::string v;
+  EXPECT_EQ(b.get("x", &v), PCACHE_OK);
+  EXPECT_EQ(a.get("y", &v), PCACHE_OK);
+  EXPECT_EQ(a.count(), 2u);
+  EXPECT_EQ(b.size(), 2000u);
+}
+
+TEST(Sqlite, NetworkFilesystemFallsBackToRollbackJournalWithAWarning) {
+  TempDir d;
+  const std::string db = d / "cache.db";
+  ::setenv("PCACHE_TEST_FAKE_NETFS", "nfs", 1);
+  pcache *h = nullptr;
+  const pcache_status st = pcache_open(("sqlite:" + db).c_str(), nullptr, &h);
+  const std::string warning = pcache_last_error();
+  ::unsetenv("PCACHE_TEST_FAKE_NETFS");
+  ASSERT_EQ(st, PCACHE_OK);
+  EXPECT_NE(warning.find("network filesystem (nfs)"), std::string::npos) << warning;
+  EXPECT_EQ(pcache_put(h, "k", 1, "v", 1), PCACHE_OK);
+  pcache_close(h);
+  EXPECT_EQ(sql_scalar(db, "PRAGMA journal_mode"), "delete");
+}
+
+TEST(Sqlite, HandleUsedInAForkedChildOpensItsOwnConnection) {
+  TempDir d;
+  Handle c("sqlite:" + (d / "cache.db"));
+  ASSERT_EQ(c.put("parent", "1"), PCACHE_OK);
+  const int rc = wait_for(spawn([&] {
+    std::string v;
+    if (c.get("parent", &v) != PCACHE_OK || v != "1") return 1;
+    if (c.put("child", "2") != PCACHE_OK) return 2;
+    return 0;
+  }));
+  EXPECT_EQ(rc, 0);
+  std::string v;
+  EXPECT_EQ(c.get("child", &v), PCACHE_OK);
+  EXPECT_EQ(v, "2");
+  EXPECT_EQ(c.put("parent-again", "3"), PCACHE_OK);
+}
+
+TEST(Sqlite, LockedDatabaseGivesBusyAfterTheTimeoutThenRecovers) {
+  TempDir d;
+  const std::string db = d / "cache.db";
+  Handle c("sqlite:" + db + "?busy_timeout_ms=100");
+  ASSERT_EQ(c.put("k", "v"), PCACHE_OK);
+  sqlite3 *locker = nullptr;
+  ASSERT_EQ(sqlite3_open(db.c_str(), &locker), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(locker, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr), SQLITE_OK);
+  EXPECT_EQ(c.put("k2", "v"), PCACHE_ERR_BUSY);
+  EXPECT_NE(std::strstr(pcache_last_error(), "busy_timeout_ms=100"), nullptr)
+      << pcache_last_error();
+  std::string v;
+  EXPECT_EQ(c.get("k", &v), PCACHE_OK);  // readers are not blocked by a writer in WAL mode
+  sqlite3_exec(locker, "COMMIT", nullptr, nullptr, nullptr);
+  sqlite3_close(locker);
+  EXPECT_EQ(c.put("k2", "v"), PCACHE_OK);
+}
+
+TEST(Sqlite, ReadOnlyDatabaseServesHitsAndRefusesWrites) {
+  TempDir d;
+  ::chmod(d.path().c_str(), 0777);
+  const int rc = run_unprivileged([&] {
+    const std::string dir = d / "ro";
+    const std::string uri = "sqlite:" + dir + "/cache.db";
+    {
+      Handle c(uri);
+      if (c.put("k", "stored") != PCACHE_OK) return 1;
+    }
+    ::chmod((dir + "/cache.db").c_str(), 0400);
+    ::chmod(dir.c_str(), 0500);
+    pcache *h = nullptr;
+    if (pcache_open(uri.c_str(), nullptr, &h) != PCACHE_OK) {
+      std::fprintf(stderr, "open: %s\n", pcache_last_error());
+      return 2;
+    }
+    void *data = nullptr;
+    size_t size = 0;
+    if (pcache_get(h, "k", 1, &data, &size) != PCACHE_OK) {
+      std::fprintf(stderr, "get: %s\n", pcache_last_error());
+      return 3;
+    }
+    pcache_free(data);
+    const pcache_status st = pcache_put(h, "n", 1, "v", 1);
+    if (st != PCACHE_ERR_PERMISSION && st != PCACHE_ERR_IO) return 4;
+    if (std::strlen(pcache_last_error()) == 0) return 5;
+    if (pcache_get(h, "k", 1, &data, &size) != PCACHE_OK) return 6;  // nothing lost
+    pcache_free(data);
+    pcache_close(h);
+    return 0;
+  });
+  EXPECT_EQ(rc, 0);
+}

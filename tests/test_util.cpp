@@ -125,3 +125,22 @@ std::vector<std::string> list_files(const std::string &dir, const std::string &s
 }
 
 }  // namespace testutil
+
+#include <grp.h>
+#include <sys/stat.h>
+
+#include "proc_util.hpp"
+
+namespace testutil {
+
+int run_unprivileged(const std::function<int()> &fn) {
+  return wait_for(spawn([&] {
+    if (::geteuid() == 0) {
+      ::setgroups(0, nullptr);
+      if (::setgid(65534) != 0 || ::setuid(65534) != 0) return 98;
+    }
+    return fn();
+  }));
+}
+
+}  // namespace testutil
