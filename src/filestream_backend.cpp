@@ -103,12 +103,12 @@ FileStreamBackend::FileStreamBackend(Uri &uri, const BackendConfig &config)
       errno != EACCES)
     throw_errno("cannot create '" + dir_ + "/tmp'");
   tmp_fd_ = Fd(::openat(dir_fd_.get(), kTmpDir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-  check_format();
   char host[256] = "host";
   ::gethostname(host, sizeof host - 1);
   for (char *p = host; *p; ++p)
     if (*p == '.' || *p == '/') *p = '_';
   tmp_prefix_ = host;
+  check_format();
   reap_stale_temp_files();
   if (::faccessat(dir_fd_.get(), ".", W_OK, 0) == 0) {
     // Establish the accounting now (a first open counts the entries), not during a later put
@@ -142,14 +142,15 @@ void FileStreamBackend::check_format() {
     if (n > 0 && std::string(buf, size_t(n)) == want) return;
   }
   // Missing or damaged marker: rewrite it (atomically); a read-only directory just reads on.
-  const std::string tmp = std::string(kTmpDir) + "/format." + std::to_string(::getpid());
-  Fd out(::openat(dir_fd_.get(), tmp.c_str(), O_CREAT | O_TRUNC | O_WRONLY | O_NOFOLLOW | O_CLOEXEC,
+  if (!tmp_fd_) return;
+  const std::string tmp = temp_name();
+  Fd out(::openat(tmp_fd_.get(), tmp.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW | O_CLOEXEC,
                   0600));
   if (!out) return;
   if (write_all(out.get(), want.data(), want.size()))
-    ::renameat(dir_fd_.get(), tmp.c_str(), dir_fd_.get(), kFormatFile);
+    ::renameat(tmp_fd_.get(), tmp.c_str(), dir_fd_.get(), kFormatFile);
   else
-    ::unlinkat(dir_fd_.get(), tmp.c_str(), 0);
+    ::unlinkat(tmp_fd_.get(), tmp.c_str(), 0);
 }
 
 void FileStreamBackend::reap_stale_temp_files() {
@@ -261,10 +262,7 @@ void FileStreamBackend::put(ByteView key, Blob &&record, uint64_t payload_size) 
   const int shard = shard_of(name);
   const int dfd = shard_fd(shard, true);
   if (!tmp_fd_) throw Error(Status::permission, "cache directory '" + dir_ + "' is not writable");
-  thread_local std::mt19937_64 rng{std::random_device{}()};
-  const std::string tmp = tmp_prefix_ + "." + std::to_string(::getpid()) + "." +
-                          std::to_string(tmp_seq_.fetch_add(1)) + "." + std::to_string(rng()) +
-                          ".tmp";
+  const std::string tmp = temp_name();
   Fd fd(::openat(tmp_fd_.get(), tmp.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW | O_CLOEXEC,
                  0600));
   if (!fd) throw_errno("cannot create a temporary file in '" + dir_ + "/tmp'");
@@ -278,11 +276,21 @@ void FileStreamBackend::put(ByteView key, Blob &&record, uint64_t payload_size) 
   stamp_now(fd.get());
   if (fsync_ && ::fsync(fd.get()) != 0) discard("cannot fsync a cache entry");
   if (::close(fd.release()) != 0) discard("cannot close a cache entry");
+  // Replace and account under the lock, so that concurrent writers of one key cannot each
+  // count the entry as new; the costly part (writing the temp file) stays outside it.
+  StatsLock lock(*this);
   const std::optional<int64_t> old = stored_payload_size(dfd, name);
   if (::renameat(tmp_fd_.get(), tmp.c_str(), dfd, name.c_str()) != 0)
     discard("cannot move a cache entry into place");
   if (fsync_) ::fsync(dfd);
-  adjust_totals(old ? 0 : 1, int64_t(payload_size) - old.value_or(0), true, shard, name);
+  apply_totals_locked(old ? 0 : 1, int64_t(payload_size) - old.value_or(0), true, shard, name);
+}
+
+std::string FileStreamBackend::temp_name() {
+  // "<host>.<pid>.<seq>.<random>.tmp": lets the reaper tell a dead local writer's leftovers.
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  return tmp_prefix_ + "." + std::to_string(::getpid()) + "." +
+         std::to_string(tmp_seq_.fetch_add(1)) + "." + std::to_string(rng()) + ".tmp";
 }
 
 bool FileStreamBackend::unlink_entry(int shard, const std::string &name, int64_t *payload_size) {
@@ -303,8 +311,9 @@ bool FileStreamBackend::unlink_entry(int shard, const std::string &name, int64_t
 bool FileStreamBackend::remove(ByteView key) {
   const std::string name = entry_name(key);
   int64_t size = 0;
+  StatsLock lock(*this);
   if (!unlink_entry(shard_of(name), name, &size)) return false;
-  adjust_totals(-1, -size, false, -1, "");
+  apply_totals_locked(-1, -size, false, -1, "");
   return true;
 }
 
@@ -364,9 +373,8 @@ FileStreamBackend::Totals FileStreamBackend::rebuild_totals_locked() {
   return t;
 }
 
-void FileStreamBackend::adjust_totals(int64_t count_delta, int64_t size_delta, bool may_evict,
-                                      int keep_shard, const std::string &keep_name) {
-  StatsLock lock(*this);
+void FileStreamBackend::apply_totals_locked(int64_t count_delta, int64_t size_delta, bool may_evict,
+                                            int keep_shard, const std::string &keep_name) {
   bool rebuilt = false;
   Totals t = read_totals_locked(&rebuilt);
   if (!rebuilt) {  // a rebuild already counted the change this call made

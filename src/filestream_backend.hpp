@@ -51,8 +51,9 @@ class FileStreamBackend final : public Backend {
   Totals read_totals_locked(bool *rebuilt = nullptr);
   void write_totals_locked(const Totals &t);
   Totals rebuild_totals_locked();
-  void adjust_totals(int64_t count_delta, int64_t size_delta, bool may_evict, int keep_shard,
-                     const std::string &keep_name);
+  void apply_totals_locked(int64_t count_delta, int64_t size_delta, bool may_evict, int keep_shard,
+                           const std::string &keep_name);
+  std::string temp_name();
   void evict_locked(Totals &t, int keep_shard, const std::string &keep_name);
   void list_shard(int shard, std::vector<Victim> &out);
   bool unlink_entry(int shard, const std::string &name, int64_t *payload_size);
