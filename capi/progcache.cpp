@@ -9,6 +9,8 @@
 #include <string>
 
 #include "../src/cache.hpp"
+#include "../src/compile.hpp"
+#include "../src/driver.hpp"
 #include "../src/error.hpp"
 #include "../src/key.hpp"
 
@@ -18,6 +20,15 @@ using progcache::Status;
 
 struct pcache {
   std::unique_ptr<progcache::Cache> cache;
+};
+
+struct pcache_compiled {
+  std::shared_ptr<progcache::CompileResult> result;
+};
+
+struct pcache_module {
+  void *module = nullptr;
+  pcache_compiled compiled;
 };
 
 #define PCACHE_SAME(c, s) static_assert(int32_t(c) == int32_t(Status::s), #c)
@@ -39,7 +50,7 @@ PCACHE_SAME(PCACHE_ERR_INTERNAL, internal);
 static_assert(PCACHE_KEY_SIZE == progcache::kKeySize);
 static_assert(PCACHE_MAX_KEY_SIZE == progcache::kMaxKeySize);
 static_assert(sizeof(pcache_options) == 16 && offsetof(pcache_options, max_size_bytes) == 8);
-static_assert(sizeof(pcache_stats) == 72);
+static_assert(sizeof(pcache_stats) == 80);
 
 namespace {
 
@@ -90,6 +101,40 @@ progcache::Cache &need_cache(pcache *cache) {
 ByteView need_key(const void *key, size_t key_size) {
   if (!key) throw invalid("key is NULL");
   return {key, key_size};
+}
+
+// Reads a pcache_program into the core's description (pointers stay the caller's).
+progcache::ProgramDesc to_desc(const pcache_program *program) {
+  if (!program) throw invalid("program is NULL");
+  if (program->struct_size < sizeof(pcache_program))
+    throw invalid("program->struct_size " + std::to_string(program->struct_size) +
+                  " is too small (set it to sizeof(pcache_program))");
+  const pcache_program &p = *program;
+  progcache::ProgramDesc d;
+  if (p.name) d.name = p.name;
+  d.code_type = static_cast<progcache::CodeType>(p.code_type);
+  d.target = static_cast<progcache::Target>(p.target);
+  d.nvrtc_version = p.nvrtc_version;
+  if (!p.source) throw invalid("program->source is NULL");
+  d.source = ByteView(p.source, p.source_size ? p.source_size : std::strlen(p.source));
+  auto strings = [](const char *const *list, size_t n, const char *what) {
+    std::vector<std::string_view> v;
+    if (n && !list) throw invalid(std::string(what) + " is NULL with a non-zero count");
+    for (size_t i = 0; i < n; ++i) {
+      if (!list[i]) throw invalid(std::string(what) + "[" + std::to_string(i) + "] is NULL");
+      v.emplace_back(list[i]);
+    }
+    return v;
+  };
+  d.options = strings(p.options, p.num_options, "options");
+  const auto names = strings(p.header_names, p.num_headers, "header_names");
+  const auto sources = strings(p.header_sources, p.num_headers, "header_sources");
+  for (size_t i = 0; i < names.size(); ++i) d.headers.emplace_back(names[i], sources[i]);
+  d.name_expressions = strings(p.name_expressions, p.num_name_expressions, "name_expressions");
+  if (p.extra_digest_size && !p.extra_digest)
+    throw invalid("extra_digest is NULL with a non-zero size");
+  if (p.extra_digest) d.extra_digest = ByteView(p.extra_digest, p.extra_digest_size);
+  return d;
 }
 
 }  // namespace
@@ -260,6 +305,7 @@ pcache_status pcache_get_stats(pcache *cache, pcache_stats *stats) {
     out.bytes_read = s.bytes_read;
     out.bytes_written = s.bytes_written;
     out.corrupt = s.corrupt;
+    out.healed = s.healed;
     std::memcpy(stats, &out, std::min<size_t>(stats->struct_size, sizeof out));
     return PCACHE_OK;
   });
@@ -316,38 +362,134 @@ const char *pcache_version_string(void) {
 
 pcache_status pcache_make_key(const pcache_program *program, uint8_t *key_out) {
   return guarded(__func__, [&] {
-    if (!program) throw invalid("program is NULL");
     if (!key_out) throw invalid("key_out is NULL");
-    if (program->struct_size < sizeof(pcache_program))
-      throw invalid("program->struct_size " + std::to_string(program->struct_size) +
-                    " is too small (set it to sizeof(pcache_program))");
-    const pcache_program &p = *program;
-    progcache::ProgramDesc d;
-    if (p.name) d.name = p.name;
-    d.code_type = static_cast<progcache::CodeType>(p.code_type);
-    d.target = static_cast<progcache::Target>(p.target);
-    d.nvrtc_version = p.nvrtc_version;
-    if (!p.source) throw invalid("program->source is NULL");
-    d.source = ByteView(p.source, p.source_size ? p.source_size : std::strlen(p.source));
-    auto strings = [](const char *const *list, size_t n, const char *what) {
-      std::vector<std::string_view> v;
-      if (n && !list) throw invalid(std::string(what) + " is NULL with a non-zero count");
-      for (size_t i = 0; i < n; ++i) {
-        if (!list[i]) throw invalid(std::string(what) + "[" + std::to_string(i) + "] is NULL");
-        v.emplace_back(list[i]);
-      }
-      return v;
-    };
-    d.options = strings(p.options, p.num_options, "options");
-    const auto names = strings(p.header_names, p.num_headers, "header_names");
-    const auto sources = strings(p.header_sources, p.num_headers, "header_sources");
-    for (size_t i = 0; i < names.size(); ++i) d.headers.emplace_back(names[i], sources[i]);
-    d.name_expressions = strings(p.name_expressions, p.num_name_expressions, "name_expressions");
-    if (p.extra_digest_size && !p.extra_digest)
-      throw invalid("extra_digest is NULL with a non-zero size");
-    if (p.extra_digest) d.extra_digest = ByteView(p.extra_digest, p.extra_digest_size);
-    const progcache::Key key = progcache::derive_key(d);
+    const progcache::Key key = progcache::derive_key(to_desc(program));
     std::memcpy(key_out, key.data(), key.size());
+    return PCACHE_OK;
+  });
+}
+
+}  // extern "C"
+
+extern "C" {
+
+pcache_status pcache_compile(pcache *cache, const pcache_program *program, pcache_compiled **out) {
+  if (out) *out = nullptr;
+  return guarded(__func__, [&] {
+    if (!out) throw invalid("out is NULL");
+    progcache::ProgramDesc desc = to_desc(program);
+    auto result = progcache::compile_through_cache(cache ? cache->cache.get() : nullptr, desc, {});
+    *out = new pcache_compiled{result};
+    if (result->status == Status::compile)
+      throw Error(Status::compile, "NVRTC compile failed:\n" + result->meta.log);
+    return PCACHE_OK;
+  });
+}
+
+const void *pcache_compiled_data(const pcache_compiled *result, size_t *size) {
+  if (size) *size = result ? result->result->code.size : 0;
+  return result ? static_cast<const void *>(result->result->code.data) : nullptr;
+}
+
+int32_t pcache_compiled_from_cache(const pcache_compiled *result) {
+  return result && result->result->from_cache ? 1 : 0;
+}
+
+const char *pcache_compiled_log(const pcache_compiled *result) {
+  return result ? result->result->meta.log.c_str() : "";
+}
+
+const char *pcache_compiled_lowered_name(const pcache_compiled *result,
+                                         const char *name_expression) {
+  if (!result || !name_expression) return nullptr;
+  for (const auto &[expr, symbol] : result->result->meta.lowered_names)
+    if (expr == name_expression) return symbol.c_str();
+  return nullptr;
+}
+
+const uint8_t *pcache_compiled_key(const pcache_compiled *result) {
+  return result ? result->result->key.data() : nullptr;
+}
+
+uint32_t pcache_compiled_nvrtc_version(const pcache_compiled *result) {
+  return result ? result->result->meta.nvrtc_version : 0;
+}
+
+uint64_t pcache_compiled_compile_us(const pcache_compiled *result) {
+  return result ? result->result->meta.compile_us : 0;
+}
+
+uint64_t pcache_compiled_elapsed_us(const pcache_compiled *result) {
+  return result ? result->result->elapsed_us : 0;
+}
+
+void pcache_compiled_free(pcache_compiled *result) {
+  delete result;
+}
+
+pcache_status pcache_load_module(pcache *cache, const pcache_program *program,
+                                 pcache_module **out) {
+  if (out) *out = nullptr;
+  return guarded(__func__, [&] {
+    if (!out) throw invalid("out is NULL");
+    progcache::ProgramDesc desc = to_desc(program);
+    if (desc.target == progcache::Target::ltoir)
+      throw Error(Status::unsupported,
+                  "an LTO-IR result cannot be loaded as a module; link it with nvJitLink");
+    progcache::Cache *core = cache ? cache->cache.get() : nullptr;
+    auto result = progcache::compile_through_cache(core, desc, {});
+    if (result->status == Status::compile)
+      throw Error(Status::compile, "NVRTC compile failed:\n" + result->meta.log);
+    const progcache::Driver &driver = progcache::Driver::get();
+    void *module = nullptr;
+    int rc = driver.load_module(result->code, &module);
+    if (rc != 0 && progcache::Driver::is_image_rejection(rc) && result->from_cache) {
+      // A cached image this driver cannot load (stale toolkit, damage the checksum missed):
+      // replace it with a fresh compile, once.
+      result = progcache::recompile(core, desc, {});
+      if (result->status == Status::compile)
+        throw Error(Status::compile, "NVRTC compile failed:\n" + result->meta.log);
+      if (core) core->note_healed();
+      rc = driver.load_module(result->code, &module);
+    }
+    if (rc != 0) throw Error(Status::cuda, "cuModuleLoadData failed: " + driver.describe(rc));
+    auto m = std::make_unique<pcache_module>();
+    m->module = module;
+    m->compiled.result = std::move(result);
+    *out = m.release();
+    return PCACHE_OK;
+  });
+}
+
+void *pcache_module_handle(const pcache_module *module) {
+  return module ? module->module : nullptr;
+}
+
+const pcache_compiled *pcache_module_compiled(const pcache_module *module) {
+  return module ? &module->compiled : nullptr;
+}
+
+pcache_status pcache_module_get_function(pcache_module *module, const char *name, void **function) {
+  return guarded(__func__, [&] {
+    if (!module || !name || !function) throw invalid("module, name or function is NULL");
+    *function = nullptr;
+    const char *symbol = pcache_compiled_lowered_name(&module->compiled, name);
+    const progcache::Driver &driver = progcache::Driver::get();
+    const int rc = driver.get_function(module->module, symbol ? symbol : name, function);
+    if (rc == 500 /* CUDA_ERROR_NOT_FOUND */)
+      throw Error(Status::not_found, std::string("no kernel '") + name + "' in the module");
+    if (rc != 0) throw Error(Status::cuda, "cuModuleGetFunction failed: " + driver.describe(rc));
+    return PCACHE_OK;
+  });
+}
+
+pcache_status pcache_module_unload(pcache_module *module) {
+  return guarded(__func__, [&] {
+    if (!module) return PCACHE_OK;
+    std::unique_ptr<pcache_module> owned(module);
+    const progcache::Driver &driver = progcache::Driver::get();
+    const int rc = driver.unload(owned->module);
+    if (rc != 0) throw Error(Status::cuda, "cuModuleUnload failed: " + driver.describe(rc));
     return PCACHE_OK;
   });
 }

@@ -44,6 +44,9 @@ class Backend {
   virtual void clear() = 0;
   // Largest payload this backend can hold (beyond it put is refused with too_large).
   virtual uint64_t max_payload_size() const { return UINT64_MAX; }
+  // A directory where processes sharing this cache can create lock files (single-flight
+  // compiles), or "" when the cache is private to this process.
+  virtual std::string lock_dir() const { return {}; }
   // true when records never leave this process's memory, so re-verifying checksums on every
   // read would only cost time.
   virtual bool in_process() const { return false; }

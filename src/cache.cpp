@@ -95,7 +95,7 @@ std::optional<Hit> Cache::get(ByteView key) {
   }
   hits_.fetch_add(1, std::memory_order_relaxed);
   bytes_read_.fetch_add(parts->payload.size, std::memory_order_relaxed);
-  return Hit{std::move(record), parts->payload};
+  return Hit{std::move(record), parts->payload, parts->meta};
 }
 
 uint8_t *Cache::get_owned(ByteView key, size_t *size) {
@@ -144,6 +144,7 @@ CacheStats Cache::stats() const {
   s.bytes_read = ld(bytes_read_);
   s.bytes_written = ld(bytes_written_);
   s.corrupt = ld(corrupt_) + ld(events_.corrupt);
+  s.healed = ld(healed_);
   return s;
 }
 

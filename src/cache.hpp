@@ -17,13 +17,14 @@ struct CacheOptions {
 
 struct CacheStats {
   uint64_t hits = 0, misses = 0, puts = 0, deletes = 0, evictions = 0, bytes_read = 0,
-           bytes_written = 0, corrupt = 0;
+           bytes_written = 0, corrupt = 0, healed = 0;
 };
 
 // A verified hit: the record and where its payload lies inside it.
 struct Hit {
   SharedBlob record;
   ByteView payload;
+  ByteView meta;
 };
 
 class Cache {
@@ -42,6 +43,8 @@ class Cache {
   uint64_t size() { return backend_->size(); }
   void clear() { backend_->clear(); }
   CacheStats stats() const;
+  // A cached image the driver rejected was replaced by a fresh compile.
+  void note_healed() { healed_.fetch_add(1, std::memory_order_relaxed); }
   const std::string &uri() const { return uri_; }
   uint64_t max_size_bytes() const { return options_.max_size_bytes; }
   Backend &backend() { return *backend_; }
@@ -55,7 +58,7 @@ class Cache {
   BackendEvents events_;
   std::unique_ptr<Backend> backend_;
   std::atomic<uint64_t> hits_{0}, misses_{0}, puts_{0}, deletes_{0}, bytes_read_{0},
-      bytes_written_{0}, corrupt_{0};
+      bytes_written_{0}, corrupt_{0}, healed_{0};
 };
 
 // Frees a payload returned by Cache::get_owned (NULL ok).

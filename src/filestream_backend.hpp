@@ -26,6 +26,7 @@ class FileStreamBackend final : public Backend {
   uint64_t count() override;
   uint64_t size() override;
   void clear() override;
+  std::string lock_dir() const override { return dir_ + "/locks"; }
 
   static constexpr int kFormatVersion = 1;
   static constexpr int kShards = 256;

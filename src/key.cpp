@@ -1,6 +1,7 @@
 #include "key.hpp"
 
 #include <openssl/evp.h>
+#include <xxhash.h>
 
 #include <algorithm>
 #include <cstring>
@@ -273,6 +274,40 @@ Key derive_key(const ProgramDesc &p) {
   else
     h.number(kTagNoExtraDigest, 0);
   return h.finish();
+}
+
+std::vector<std::pair<std::string, std::string>> key_fields(const ProgramDesc &p) {
+  auto digest = [](ByteView v) {
+    const XXH128_hash_t h = XXH3_128bits(v.data, v.size);
+    XXH128_canonical_t c;
+    XXH128_canonicalFromHash(&c, h);
+    return to_hex(ByteView(c.digest, sizeof c.digest));
+  };
+  static const char *const kCodeTypes[] = {"c++", "ptx", "nvvm"};
+  static const char *const kTargets[] = {"cubin", "ptx", "ltoir"};
+  std::vector<std::pair<std::string, std::string>> f;
+  f.emplace_back("name", std::string(p.name));
+  f.emplace_back("code_type", kCodeTypes[int(p.code_type) % 3]);
+  f.emplace_back("target", kTargets[int(p.target) % 3]);
+  f.emplace_back("nvrtc_version", std::to_string(p.nvrtc_version));
+  f.emplace_back("source", digest(p.source));
+  const auto opts = canonical_options(p.options, p.extra_digest.has_value());
+  f.emplace_back("options", std::to_string(opts.size()));
+  for (size_t i = 0; i < opts.size(); ++i)
+    f.emplace_back("option[" + std::to_string(i) + "]", opts[i]);
+  auto headers = p.headers;
+  std::stable_sort(headers.begin(), headers.end());
+  f.emplace_back("headers", std::to_string(headers.size()));
+  for (const auto &[name, text] : headers)
+    f.emplace_back("header " + std::string(name), digest(text));
+  auto exprs = p.name_expressions;
+  std::sort(exprs.begin(), exprs.end());
+  std::string joined;
+  for (std::string_view e : exprs)
+    joined += std::string(joined.empty() ? "" : ", ") + std::string(e);
+  f.emplace_back("name_expressions", joined);
+  f.emplace_back("extra_digest", p.extra_digest ? digest(*p.extra_digest) : "none");
+  return f;
 }
 
 const char *key_hash_name() {

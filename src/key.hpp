@@ -39,6 +39,11 @@ std::vector<std::string> canonical_options(const std::vector<std::string_view> &
 // Derives the key. Throws Error(invalid_arg) for refused inputs.
 Key derive_key(const ProgramDesc &program);
 
+// The key's inputs one by one, for explaining a miss: ("source", digest), ("option[0]",
+// "--gpu-architecture=sm_90"), ("header a.h", digest), ... Small fields are kept as text, large
+// ones as a 128-bit digest. Throws like derive_key.
+std::vector<std::pair<std::string, std::string>> key_fields(const ProgramDesc &program);
+
 // "blake2b" or "sha256" (FIPS providers): which hash derive_key uses in this process.
 const char *key_hash_name();
 

@@ -27,6 +27,7 @@ class SqliteBackend final : public Backend {
   uint64_t size() override;
   void clear() override;
   uint64_t max_payload_size() const override;
+  std::string lock_dir() const override { return path_ + ".locks"; }
 
   static constexpr int kSchemaVersion = 1;
 

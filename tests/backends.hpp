@@ -2,6 +2,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "test_util.hpp"
 
@@ -18,3 +19,10 @@ inline const BackendCase kBackends[] = {
      [](const testutil::TempDir &d) { return "filestream:" + (d / "fs") + "?touch_interval_ms=0"; },
      true},
 };
+
+inline std::vector<BackendCase> persistent_backends() {
+  std::vector<BackendCase> out;
+  for (const BackendCase &b : kBackends)
+    if (b.persistent) out.push_back(b);
+  return out;
+}

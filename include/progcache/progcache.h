@@ -243,6 +243,7 @@ typedef struct pcache_stats {
   uint64_t bytes_read;    /* payload bytes returned by hits */
   uint64_t bytes_written; /* payload bytes stored by puts */
   uint64_t corrupt;       /* damaged entries (or database resets) found and removed */
+  uint64_t healed;        /* cached images the driver rejected, removed and recompiled */
   /* later versions append uint64_t fields here */
 } pcache_stats;
 
@@ -319,6 +320,116 @@ typedef struct pcache_program {
  * Returns PCACHE_OK, PCACHE_ERR_INVALID_ARG, PCACHE_ERR_NO_MEMORY, PCACHE_ERR_INTERNAL.
  */
 PCACHE_API pcache_status pcache_make_key(const pcache_program *program, uint8_t *key_out);
+
+/* ---- Compiling through the cache ------------------------------------------------------------ */
+
+/** The outcome of pcache_compile(): the binary and what describes it. Opaque. */
+typedef struct pcache_compiled pcache_compiled;
+
+/**
+ * Compiles program with NVRTC through cache: derives the key (filling in the NVRTC version
+ * itself; program->nvrtc_version is ignored), returns the stored binary on a hit without loading
+ * NVRTC, otherwise compiles, stores the binary with its metadata (lowered names, log, compile
+ * time), and returns it. When several threads or processes miss the same key at once, one
+ * compiles and the others wait for its result (bounded; past the bound they compile themselves).
+ * NVRTC is found without loading it ($PCACHE_NVRTC_LIBRARY, else the newest libnvrtc.so.N in
+ * the CUDA and system library directories) and identified by its file (path, size, mtime,
+ * inode); the file's NVRTC version is remembered in the cache.
+ *
+ * cache may be NULL to compile without caching; $PCACHE_DISABLE=1 has the same effect.
+ * Only CUDA C++ input is compiled (PCACHE_CODE_CXX); PTX and NVVM IR input give
+ * PCACHE_ERR_UNSUPPORTED. PCACHE_TARGET_LTOIR adds -dlto when the options lack it.
+ * On success *out receives a new result (pcache_compiled_from_cache tells hit or miss).
+ * On PCACHE_ERR_COMPILE *out also receives a result, whose pcache_compiled_log() holds NVRTC's
+ * full log (also in pcache_last_error()) and whose data is empty; nothing is stored.
+ * On any other error *out is NULL.
+ * Ownership: *out belongs to the caller; release it with pcache_compiled_free().
+ * Thread safety: safe to call concurrently, on one cache or several.
+ * Returns PCACHE_OK; PCACHE_ERR_COMPILE; PCACHE_ERR_INVALID_ARG (as pcache_make_key, NULL out);
+ * PCACHE_ERR_UNSUPPORTED; PCACHE_ERR_CUDA_UNAVAILABLE (no loadable NVRTC; the message lists the
+ * paths tried); PCACHE_ERR_NO_MEMORY; PCACHE_ERR_IO/BUSY from the cache on a lookup (a failed
+ * store after a successful compile is only a warning in pcache_last_error()); PCACHE_ERR_INTERNAL.
+ */
+PCACHE_API pcache_status pcache_compile(pcache *cache, const pcache_program *program,
+                                        pcache_compiled **out);
+
+/** The compiled binary (cubin, PTX with its NUL, or LTO-IR); *size gets its length (size may be
+ * NULL). Valid until pcache_compiled_free(result). NULL result: NULL. */
+PCACHE_API const void *pcache_compiled_data(const pcache_compiled *result, size_t *size);
+
+/** 1 if the binary came from the cache (no NVRTC call in this call), 0 if it was compiled now. */
+PCACHE_API int32_t pcache_compiled_from_cache(const pcache_compiled *result);
+
+/** NVRTC's log of the compile that produced the binary (kept in the cache); never NULL. */
+PCACHE_API const char *pcache_compiled_log(const pcache_compiled *result);
+
+/**
+ * The lowered (mangled) symbol of one of the program's name expressions, e.g.
+ * "_Z6scaleIfEvPT_S0_i" for "scale<float>", the same on a hit as after a fresh compile; NULL if
+ * the expression was not among the program's name_expressions. Valid until the result is freed.
+ */
+PCACHE_API const char *pcache_compiled_lowered_name(const pcache_compiled *result,
+                                                    const char *name_expression);
+
+/** The PCACHE_KEY_SIZE-byte key of the result; valid until the result is freed. */
+PCACHE_API const uint8_t *pcache_compiled_key(const pcache_compiled *result);
+
+/** NVRTC version that produced the binary (major*1000 + minor*10). */
+PCACHE_API uint32_t pcache_compiled_nvrtc_version(const pcache_compiled *result);
+
+/** Microseconds the original NVRTC compile took (what a hit saves). */
+PCACHE_API uint64_t pcache_compiled_compile_us(const pcache_compiled *result);
+
+/** Microseconds this pcache_compile() call took, end to end. */
+PCACHE_API uint64_t pcache_compiled_elapsed_us(const pcache_compiled *result);
+
+/** Releases a result. NULL is a no-op. */
+PCACHE_API void pcache_compiled_free(pcache_compiled *result);
+
+/* ---- Loading modules -------------------------------------------------------------------------- */
+
+/** A CUDA module loaded from a compiled result. Opaque. */
+typedef struct pcache_module pcache_module;
+
+/**
+ * Compiles program through cache (as pcache_compile) and loads the cubin or PTX with
+ * cuModuleLoadData into the calling thread's current CUDA context, or, when the thread has none,
+ * into device 0's primary context, which it then makes current.
+ * The driver (libcuda.so.1, or $PCACHE_LIBCUDA) is loaded with dlopen and cuInit(0) is called
+ * once per process.
+ * Self-healing: if the driver rejects a binary that came from the cache (CUDA_ERROR_INVALID_IMAGE,
+ * CUDA_ERROR_NO_BINARY_FOR_GPU, CUDA_ERROR_INVALID_PTX, CUDA_ERROR_UNSUPPORTED_PTX_VERSION), the
+ * entry is removed, the program recompiled once and the fresh binary loaded; the handle's
+ * pcache_stats.healed counts it.
+ * Ownership: *out belongs to the caller; pcache_module_unload() unloads and frees it.
+ * Thread safety: safe to call concurrently (CUDA's own context rules apply).
+ * Returns PCACHE_OK; the statuses of pcache_compile(); PCACHE_ERR_CUDA_UNAVAILABLE (no driver,
+ * the toolkit's stub library, no device: the message is the driver's own);
+ * PCACHE_ERR_CUDA (the driver refused the module: the message names the CUresult);
+ * PCACHE_ERR_UNSUPPORTED for an LTO-IR target (link it with nvJitLink instead).
+ */
+PCACHE_API pcache_status pcache_load_module(pcache *cache, const pcache_program *program,
+                                            pcache_module **out);
+
+/** The CUmodule, as a pointer: CUmodule m = (CUmodule)pcache_module_handle(module). */
+PCACHE_API void *pcache_module_handle(const pcache_module *module);
+
+/** The compiled result the module was loaded from (owned by the module). */
+PCACHE_API const pcache_compiled *pcache_module_compiled(const pcache_module *module);
+
+/**
+ * Looks a kernel up by name expression (resolved through the stored lowered names, so
+ * "scale<float>" works after a cache hit) or by its plain symbol name, and stores the
+ * CUfunction in *function: CUfunction f = (CUfunction)ptr.
+ * Returns PCACHE_OK; PCACHE_ERR_INVALID_ARG (NULL arguments); PCACHE_NOT_FOUND (no such kernel);
+ * PCACHE_ERR_CUDA (other driver errors).
+ */
+PCACHE_API pcache_status pcache_module_get_function(pcache_module *module, const char *name,
+                                                    void **function);
+
+/** Unloads the module (cuModuleUnload) and frees it. NULL: no-op, PCACHE_OK.
+ * Returns PCACHE_OK or PCACHE_ERR_CUDA (the module is freed regardless). */
+PCACHE_API pcache_status pcache_module_unload(pcache_module *module);
 
 #ifdef __cplusplus
 } /* extern "C" */

@@ -1,0 +1,234 @@
+#include "compile.hpp"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdlib>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "error.hpp"
+#include "fsutil.hpp"
+#include "nvrtc.hpp"
+
+namespace progcache {
+namespace {
+
+constexpr std::string_view kVersionMemoPrefix = "progcache/nvrtc-version/";
+constexpr int kLockStripes = 1024;
+
+uint64_t us_since(std::chrono::steady_clock::time_point t0) {
+  return uint64_t(
+      std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - t0)
+          .count());
+}
+
+// One in-process compile per key at a time; followers wait for the leader's result.
+struct Flight {
+  std::mutex mutex;
+  std::condition_variable done_cv;
+  bool done = false;
+  std::shared_ptr<CompileResult> result;
+};
+std::mutex g_flights_mutex;
+std::map<Key, std::shared_ptr<Flight>> g_flights;
+
+// A cross-process lock on one of kLockStripes files under the cache's lock directory, taken with
+// a deadline. Not owning it after the deadline is allowed: the caller then compiles itself.
+class StripeLock {
+ public:
+  StripeLock(const std::string &dir, const Key &key, uint32_t timeout_ms) {
+    if (dir.empty()) return;
+    try {
+      make_dirs(dir);
+    } catch (const Error &) {
+      return;  // read-only cache: no cross-process coordination, compile anyway
+    }
+    const unsigned stripe = (unsigned(key[0]) << 8 | key[1]) % kLockStripes;
+    const std::string path = dir + "/" + std::to_string(stripe) + ".lock";
+    fd_ = Fd(::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600));
+    if (!fd_) return;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+    for (;;) {
+      if (::flock(fd_.get(), LOCK_EX | LOCK_NB) == 0) {
+        held_ = true;
+        return;
+      }
+      if (errno != EWOULDBLOCK && errno != EINTR) return;
+      if (std::chrono::steady_clock::now() >= deadline) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+  }
+  ~StripeLock() {
+    if (held_) ::flock(fd_.get(), LOCK_UN);
+  }
+
+ private:
+  Fd fd_;
+  bool held_ = false;
+};
+
+std::shared_ptr<CompileResult> from_hit(Hit &&hit, const Key &key) {
+  auto r = std::make_shared<CompileResult>();
+  r->key = key;
+  r->from_cache = true;
+  r->code = hit.payload;
+  if (auto meta = decode_meta(hit.meta)) r->meta = std::move(*meta);
+  r->storage = std::move(hit.record);
+  return r;
+}
+
+std::shared_ptr<CompileResult> lookup(Cache *cache, const Key &key) {
+  if (!cache) return nullptr;
+  auto hit = cache->get(ByteView(key.data(), key.size()));
+  return hit ? from_hit(std::move(*hit), key) : nullptr;
+}
+
+std::shared_ptr<CompileResult> compile_and_store(Cache *cache, const ProgramDesc &program,
+                                                 const Key &key, bool store) {
+  Nvrtc &nvrtc = Nvrtc::load(locate_nvrtc());
+  NvrtcOutput out = nvrtc.compile(program);
+  auto r = std::make_shared<CompileResult>();
+  r->key = key;
+  r->meta.target = int32_t(program.target);
+  r->meta.nvrtc_version = nvrtc.version();
+  r->meta.compile_us = out.compile_us;
+  r->meta.program_name = std::string(program.name);
+  r->meta.log = std::move(out.log);
+  r->meta.lowered_names = std::move(out.lowered_names);
+  r->meta.key_fields = key_fields(program);
+  if (!out.ok) {
+    r->status = Status::compile;
+    return r;
+  }
+  auto blob = std::make_shared<Blob>(Blob::copy_of(out.code));
+  r->code = blob->view();
+  r->storage = std::move(blob);
+  if (store && cache) {
+    try {
+      cache->put(ByteView(key.data(), key.size()), r->code, encode_meta(r->meta));
+    } catch (const Error &e) {
+      // The compile succeeded: a cache that cannot store it must not fail the caller.
+      set_thread_warning(std::string("compiled, but could not store the result: ") + e.what());
+    }
+  }
+  return r;
+}
+
+}  // namespace
+
+uint32_t nvrtc_version_for(Cache *cache) {
+  static std::mutex mutex;
+  static std::map<std::string, uint32_t> memo;
+  const NvrtcLocation loc = locate_nvrtc();
+  {
+    std::lock_guard lock(mutex);
+    if (auto it = memo.find(loc.identity); it != memo.end()) return it->second;
+  }
+  const std::string memo_key = std::string(kVersionMemoPrefix) + loc.identity;
+  uint32_t version = 0;
+  if (cache) {
+    if (auto hit = cache->get(memo_key); hit && hit->payload.size == 4) {
+      for (int i = 0; i < 4; ++i) version |= uint32_t(hit->payload.data[i]) << (8 * i);
+    }
+  }
+  if (version == 0) {
+    version = Nvrtc::load(loc).version();
+    if (cache) {
+      uint8_t v[4];
+      for (int i = 0; i < 4; ++i) v[i] = uint8_t(version >> (8 * i));
+      try {
+        cache->put(memo_key, ByteView(v, 4));
+      } catch (const Error &) {  // a read-only cache: the memo just stays in this process
+      }
+    }
+  }
+  std::lock_guard lock(mutex);
+  memo[loc.identity] = version;
+  return version;
+}
+
+std::shared_ptr<CompileResult> compile_through_cache(Cache *cache, ProgramDesc program,
+                                                     const CompileOptions &options) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const char *disable = std::getenv("PCACHE_DISABLE");
+  const bool bypass = options.bypass || (disable && *disable && std::string(disable) != "0");
+  if (bypass) cache = nullptr;
+  program.nvrtc_version = nvrtc_version_for(cache);
+  const Key key = derive_key(program);
+  auto finish = [&](std::shared_ptr<CompileResult> r) {
+    r->elapsed_us = us_since(t0);
+    return r;
+  };
+  if (auto r = lookup(cache, key)) return finish(std::move(r));
+  if (!cache) return finish(compile_and_store(nullptr, program, key, false));
+
+  // Single flight within the process.
+  std::shared_ptr<Flight> flight;
+  bool leader = false;
+  {
+    std::lock_guard lock(g_flights_mutex);
+    auto &slot = g_flights[key];
+    if (!slot) {
+      slot = std::make_shared<Flight>();
+      leader = true;
+    }
+    flight = slot;
+  }
+  if (!leader) {
+    std::unique_lock lock(flight->mutex);
+    if (flight->done_cv.wait_for(lock, std::chrono::milliseconds(options.wait_timeout_ms),
+                                 [&] { return flight->done; }) &&
+        flight->result) {
+      auto r = std::make_shared<CompileResult>(*flight->result);
+      r->from_cache = r->status == Status::ok;
+      return finish(std::move(r));
+    }
+    lock.unlock();
+    if (auto r = lookup(cache, key)) return finish(std::move(r));
+    return finish(compile_and_store(cache, program, key, true));  // waited too long
+  }
+  std::shared_ptr<CompileResult> result;
+  try {
+    // Single flight across processes: whoever holds the stripe lock compiles; the others find
+    // its result when they get the lock.
+    StripeLock cross_process(cache->backend().lock_dir(), key, options.wait_timeout_ms);
+    result = lookup(cache, key);
+    if (!result) result = compile_and_store(cache, program, key, true);
+  } catch (...) {
+    std::lock_guard lock(g_flights_mutex);
+    g_flights.erase(key);
+    std::lock_guard flock(flight->mutex);
+    flight->done = true;
+    flight->done_cv.notify_all();
+    throw;
+  }
+  {
+    std::lock_guard lock(g_flights_mutex);
+    g_flights.erase(key);
+  }
+  {
+    std::lock_guard lock(flight->mutex);
+    flight->result = result;
+    flight->done = true;
+  }
+  flight->done_cv.notify_all();
+  return finish(std::move(result));
+}
+
+std::shared_ptr<CompileResult> recompile(Cache *cache, ProgramDesc program,
+                                         const CompileOptions &) {
+  const auto t0 = std::chrono::steady_clock::now();
+  program.nvrtc_version = nvrtc_version_for(cache);
+  const Key key = derive_key(program);
+  if (cache) cache->remove(ByteView(key.data(), key.size()));
+  auto r = compile_and_store(cache, program, key, cache != nullptr);
+  r->elapsed_us = us_since(t0);
+  return r;
+}
+
+}  // namespace progcache

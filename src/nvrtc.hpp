@@ -1,0 +1,56 @@
+// NVRTC, opened with dlopen at run time (never linked), found without loading it so that a
+// cache hit can be keyed by the library's file identity alone.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "key.hpp"
+
+namespace progcache {
+
+// Which libnvrtc would be used, found by looking at files only (no dlopen).
+struct NvrtcLocation {
+  std::string path;      // resolved (realpath) file
+  std::string identity;  // "path|size|mtime_ns|dev:ino": changes when the file changes
+  std::vector<std::string> tried;
+};
+
+// $PCACHE_NVRTC_LIBRARY if set, else the libnvrtc.so.<major> with the highest major found in
+// $CUDA_HOME/lib64, $CUDA_PATH/lib64, $LD_LIBRARY_PATH, /usr/local/cuda/lib64 and the system
+// library directories. Throws Error(cuda_unavailable) listing the paths tried.
+NvrtcLocation locate_nvrtc();
+
+struct NvrtcOutput {
+  bool ok = false;
+  std::string code;  // cubin, PTX (with its NUL) or LTO-IR
+  std::string log;
+  std::vector<std::pair<std::string, std::string>> lowered_names;  // name expression -> symbol
+  uint64_t compile_us = 0;
+};
+
+class Nvrtc {
+ public:
+  // Loads (once per path per process, thread-safely) and resolves every function needed.
+  // Throws Error(cuda_unavailable) naming the path and dlerror() if it cannot.
+  static Nvrtc &load(const NvrtcLocation &where);
+  // major * 1000 + minor * 10, as CUDA_VERSION (13.0 -> 13000).
+  uint32_t version() const { return version_; }
+  const std::string &path() const { return path_; }
+  // Compiles with the program's own options (LTO-IR targets get -dlto if absent).
+  NvrtcOutput compile(const ProgramDesc &program) const;
+
+ private:
+  Nvrtc() = default;
+  struct Api;
+  const Api *api_ = nullptr;
+  uint32_t version_ = 0;
+  std::string path_;
+};
+
+// Counts of the loader's work in this process (for tests and `progcache` timing output).
+bool nvrtc_loaded();
+
+}  // namespace progcache

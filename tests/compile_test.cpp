@@ -1,0 +1,262 @@
+// Compiling through the cache with the real NVRTC: hits, misses, errors, single flight.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <thread>
+
+#include "nvrtc.hpp"
+#include "proc_util.hpp"
+#include "test_util.hpp"
+
+using namespace testutil;
+
+namespace {
+
+const std::string kKernels = read_file(PCACHE_EXAMPLES_DIR "/kernels.cu");
+
+struct Program {
+  std::string name = "kernels.cu";
+  std::string source = kKernels;
+  std::vector<const char *> options{"-arch=sm_90", "--std=c++17"};
+  std::vector<const char *> exprs{"scale_add<float>", "block_sum<float, 256>"};
+  int32_t target = PCACHE_TARGET_CUBIN;
+  int32_t code_type = PCACHE_CODE_CXX;
+  pcache_program get() {
+    pcache_program p;
+    std::memset(&p, 0, sizeof p);
+    p.struct_size = sizeof p;
+    p.name = name.c_str();
+    p.source = source.c_str();
+    p.options = options.data();
+    p.num_options = options.size();
+    p.name_expressions = exprs.data();
+    p.num_name_expressions = exprs.size();
+    p.target = target;
+    p.code_type = code_type;
+    return p;
+  }
+};
+
+struct Compiled {
+  pcache_compiled *r = nullptr;
+  pcache_status status;
+  Compiled(pcache *cache, Program &prog) {
+    const pcache_program p = prog.get();
+    status = pcache_compile(cache, &p, &r);
+  }
+  ~Compiled() { pcache_compiled_free(r); }
+  std::string data() const {
+    size_t n = 0;
+    const void *d = pcache_compiled_data(r, &n);
+    return std::string(static_cast<const char *>(d), n);
+  }
+  std::string key() const {
+    return std::string(reinterpret_cast<const char *>(pcache_compiled_key(r)), PCACHE_KEY_SIZE);
+  }
+};
+
+// Runs a command and returns its standard output.
+std::string run(const std::string &cmd) {
+  std::string out;
+  FILE *p = ::popen(cmd.c_str(), "r");
+  char buf[4096];
+  while (p && std::fgets(buf, sizeof buf, p)) out += buf;
+  if (p) ::pclose(p);
+  return out;
+}
+
+std::string real_nvrtc() {
+  return progcache::locate_nvrtc().path;
+}
+
+// Counts the nvrtcCompileProgram calls the fake NVRTC records in the file.
+size_t compile_count(const std::string &file) {
+  return read_file(file).size();
+}
+
+// A kernel no other test compiled, so the first compile is a miss.
+std::string unique_source(const std::string &tag) {
+  return kKernels + "\n// " + tag + " " + std::to_string(::getpid()) + " " +
+         std::to_string(std::chrono::steady_clock::now().time_since_epoch().count()) + "\n";
+}
+
+}  // namespace
+
+TEST(Compile, MissThenHitAnswersExactlyLikeAFreshCompile) {
+  TempDir d;
+  Handle c("sqlite:" + (d / "cache.db"));
+  Program prog;
+  Compiled miss(c, prog);
+  ASSERT_EQ(miss.status, PCACHE_OK) << pcache_last_error();
+  EXPECT_EQ(pcache_compiled_from_cache(miss.r), 0);
+  const std::string cubin = miss.data();
+  ASSERT_GT(cubin.size(), 64u);
+  EXPECT_EQ(cubin.substr(0, 4),
+            "\x7f"
+            "ELF");
+  EXPECT_EQ(uint8_t(cubin[18]) | uint8_t(cubin[19]) << 8, 190);  // e_machine = EM_CUDA
+  EXPECT_STREQ(pcache_compiled_lowered_name(miss.r, "scale_add<float>"),
+               "_Z9scale_addIfEvPT_PKS0_S0_i");
+  EXPECT_GT(pcache_compiled_compile_us(miss.r), 0u);
+  EXPECT_GE(pcache_compiled_nvrtc_version(miss.r), 12000u);
+
+  Compiled hit(c, prog);
+  ASSERT_EQ(hit.status, PCACHE_OK) << pcache_last_error();
+  EXPECT_EQ(pcache_compiled_from_cache(hit.r), 1);
+  EXPECT_EQ(hit.data(), cubin);
+  EXPECT_EQ(hit.key(), miss.key());
+  EXPECT_STREQ(pcache_compiled_lowered_name(hit.r, "scale_add<float>"),
+               "_Z9scale_addIfEvPT_PKS0_S0_i");
+  EXPECT_STREQ(pcache_compiled_lowered_name(hit.r, "block_sum<float, 256>"),
+               "_Z9block_sumIfLi256EEvPKT_PS0_i");
+  EXPECT_EQ(pcache_compiled_lowered_name(hit.r, "nope<int>"), nullptr);
+  EXPECT_STREQ(pcache_compiled_log(hit.r), pcache_compiled_log(miss.r));
+  EXPECT_EQ(pcache_compiled_compile_us(hit.r), pcache_compiled_compile_us(miss.r));
+
+  // Raw pcache_get of the compiled entry returns exactly the cubin (usable by NVIDIA's tools).
+  std::string raw;
+  ASSERT_EQ(c.get(miss.key(), &raw), PCACHE_OK);
+  EXPECT_EQ(raw, cubin);
+}
+
+TEST(Compile, NvrtcVersionIsPartOfTheKey) {
+  Program prog;
+  Compiled r(nullptr, prog);
+  ASSERT_EQ(r.status, PCACHE_OK) << pcache_last_error();
+  pcache_program p = prog.get();
+  p.nvrtc_version = pcache_compiled_nvrtc_version(r.r);
+  uint8_t key[PCACHE_KEY_SIZE];
+  ASSERT_EQ(pcache_make_key(&p, key), PCACHE_OK);
+  EXPECT_EQ(std::string(reinterpret_cast<char *>(key), sizeof key), r.key());
+  p.nvrtc_version += 10;  // the next minor release
+  ASSERT_EQ(pcache_make_key(&p, key), PCACHE_OK);
+  EXPECT_NE(std::string(reinterpret_cast<char *>(key), sizeof key), r.key());
+}
+
+TEST(Compile, CompileErrorGivesTheFullLogAndStoresNothing) {
+  TempDir d;
+  Handle c("sqlite:" + (d / "cache.db"));
+  Program prog;
+  prog.source = "__global__ void broken() { undeclared_thing(); }";
+  prog.exprs.clear();
+  const uint64_t before = c.count();
+  Compiled r(c, prog);
+  EXPECT_EQ(r.status, PCACHE_ERR_COMPILE);
+  ASSERT_NE(r.r, nullptr);
+  EXPECT_NE(std::strstr(pcache_compiled_log(r.r), "undeclared_thing"), nullptr)
+      << pcache_compiled_log(r.r);
+  EXPECT_NE(std::strstr(pcache_last_error(), "undeclared_thing"), nullptr);
+  size_t n = 1;
+  pcache_compiled_data(r.r, &n);
+  EXPECT_EQ(n, 0u);
+  EXPECT_LE(c.count(), before + 1);                      // at most the NVRTC-version memo
+  EXPECT_EQ(c.get(r.key(), nullptr), PCACHE_NOT_FOUND);  // nothing under the program's key
+  Compiled again(c, prog);
+  EXPECT_EQ(again.status, PCACHE_ERR_COMPILE);
+  EXPECT_EQ(pcache_compiled_from_cache(again.r), 0);
+}
+
+TEST(Compile, PtxAndLtoirTargets) {
+  Handle c("memory:");
+  Program prog;
+  prog.target = PCACHE_TARGET_PTX;
+  Compiled ptx(c, prog);
+  ASSERT_EQ(ptx.status, PCACHE_OK) << pcache_last_error();
+  EXPECT_NE(ptx.data().find(".entry _Z9scale_addIfEvPT_PKS0_S0_i"), std::string::npos);
+  prog.target = PCACHE_TARGET_LTOIR;
+  Compiled lto(c, prog);
+  ASSERT_EQ(lto.status, PCACHE_OK) << pcache_last_error();
+  EXPECT_GT(lto.data().size(), 100u);
+  EXPECT_NE(lto.key(), ptx.key());
+  prog.code_type = PCACHE_CODE_PTX;
+  Compiled ptx_in(c, prog);
+  EXPECT_EQ(ptx_in.status, PCACHE_ERR_UNSUPPORTED);
+}
+
+TEST(Compile, DisableEnvironmentBypassesTheCache) {
+  TempDir d;
+  Handle c("sqlite:" + (d / "cache.db"));
+  Program prog;
+  prog.source = unique_source("disable");
+  ::setenv("PCACHE_DISABLE", "1", 1);
+  Compiled a(c, prog), b(c, prog);
+  ::unsetenv("PCACHE_DISABLE");
+  EXPECT_EQ(a.status, PCACHE_OK);
+  EXPECT_EQ(pcache_compiled_from_cache(a.r), 0);
+  EXPECT_EQ(pcache_compiled_from_cache(b.r), 0);
+  EXPECT_EQ(c.get(a.key(), nullptr), PCACHE_NOT_FOUND);
+}
+
+TEST(Compile, HitInAFreshProcessDoesNotLoadNvrtc) {
+  TempDir d;
+  const std::string cmd = std::string(PCACHE_COMPILE_PROBE) + " sqlite:" + (d / "cache.db") + " " +
+                          PCACHE_EXAMPLES_DIR "/kernels.cu";
+  const std::string first = run(cmd);
+  EXPECT_NE(first.find("status=0 hit=0 nvrtc_mapped=1"), std::string::npos) << first;
+  const std::string second = run(cmd);
+  EXPECT_NE(second.find("status=0 hit=1 nvrtc_mapped=0 lowered=_Z9scale_addIfEvPT_PKS0_S0_i"),
+            std::string::npos)
+      << second;
+}
+
+TEST(Compile, HitsMakeNoNvrtcCompileCalls) {
+  TempDir d;
+  const std::string count = d / "count";
+  const std::string env =
+      "PCACHE_NVRTC_LIBRARY=" PCACHE_FAKE_NVRTC " PCACHE_TEST_REAL_NVRTC=" + real_nvrtc() +
+      " PCACHE_TEST_NVRTC_COUNT=" + count + " ";
+  const std::string cmd = env + PCACHE_COMPILE_PROBE + " sqlite:" + (d / "cache.db") + " " +
+                          PCACHE_EXAMPLES_DIR "/kernels.cu";
+  EXPECT_NE(run(cmd).find("hit=0"), std::string::npos);
+  EXPECT_EQ(compile_count(count), 1u);
+  for (int i = 0; i < 3; ++i) EXPECT_NE(run(cmd).find("hit=1"), std::string::npos);
+  EXPECT_EQ(compile_count(count), 1u);
+}
+
+TEST(Compile, EightThreadsMissingOneKeyCompileOnce) {
+  TempDir d;
+  const std::string count = d / "count";
+  const std::string real = real_nvrtc();  // before the fake takes its place
+  ::setenv("PCACHE_TEST_REAL_NVRTC", real.c_str(), 1);
+  ::setenv("PCACHE_NVRTC_LIBRARY", PCACHE_FAKE_NVRTC, 1);
+  ::setenv("PCACHE_TEST_NVRTC_COUNT", count.c_str(), 1);
+  Handle c("sqlite:" + (d / "cache.db"));
+  Program prog;
+  prog.source = unique_source("threads");
+  std::vector<std::string> keys(8);
+  std::vector<int> statuses(8, -100);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t)
+    threads.emplace_back([&, t] {
+      Compiled r(c, prog);
+      statuses[t] = r.status;
+      keys[t] = r.r ? r.key() : "";
+    });
+  for (auto &t : threads) t.join();
+  ::unsetenv("PCACHE_NVRTC_LIBRARY");
+  ::unsetenv("PCACHE_TEST_NVRTC_COUNT");
+  for (int t = 0; t < 8; ++t) {
+    EXPECT_EQ(statuses[t], PCACHE_OK);
+    EXPECT_EQ(keys[t], keys[0]);
+  }
+  EXPECT_EQ(compile_count(count), 1u);
+}
+
+TEST(Compile, FourProcessesMissingOneKeyCompileOnce) {
+  TempDir d;
+  const std::string count = d / "count";
+  const std::string src = d / "kernels.cu";
+  write_file(src, unique_source("processes"));
+  const std::string cmd =
+      "PCACHE_NVRTC_LIBRARY=" PCACHE_FAKE_NVRTC " PCACHE_TEST_REAL_NVRTC=" + real_nvrtc() +
+      " PCACHE_TEST_NVRTC_COUNT=" + count + " " + PCACHE_COMPILE_PROBE +
+      " sqlite:" + (d / "cache.db") + " " + src;
+  // Four processes started together; each prints one line.
+  const std::string out = run("for i in 1 2 3 4; do " + cmd + " & done; wait");
+  size_t lines = 0, ok = 0;
+  for (size_t pos = 0; (pos = out.find("status=", pos)) != std::string::npos; ++pos, ++lines)
+    if (out.compare(pos, 9, "status=0 ") == 0) ++ok;
+  EXPECT_EQ(lines, 4u) << out;
+  EXPECT_EQ(ok, 4u) << out;
+  EXPECT_EQ(compile_count(count), 1u) << out;
+}

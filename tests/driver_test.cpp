@@ -1,0 +1,115 @@
+// Module loading through a fake driver (PCACHE_LIBCUDA is set by CTest for this executable),
+// and the "no driver" answers from the real toolkit stub and a missing library.
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "test_util.hpp"
+
+using namespace testutil;
+
+namespace {
+
+const std::string kKernels = read_file(PCACHE_EXAMPLES_DIR "/kernels.cu");
+
+pcache_program program(const std::string &source, const char **exprs, size_t n, int32_t target) {
+  static const char *options[] = {"-arch=sm_90", "--std=c++17"};
+  pcache_program p;
+  std::memset(&p, 0, sizeof p);
+  p.struct_size = sizeof p;
+  p.name = "kernels.cu";
+  p.source = source.c_str();
+  p.options = options;
+  p.num_options = 2;
+  p.name_expressions = exprs;
+  p.num_name_expressions = n;
+  p.target = target;
+  return p;
+}
+
+std::string run(const std::string &cmd) {
+  std::string out;
+  FILE *p = ::popen(cmd.c_str(), "r");
+  char buf[4096];
+  while (p && std::fgets(buf, sizeof buf, p)) out += buf;
+  if (p) ::pclose(p);
+  return out;
+}
+
+const char *kExprs[] = {"scale_add<float>", "block_sum<float, 256>"};
+
+}  // namespace
+
+TEST(Driver, LoadsARealCubinAndFindsKernelsByNameExpressionAfterAHit) {
+  TempDir d;
+  Handle c("sqlite:" + (d / "cache.db"));
+  const pcache_program p = program(kKernels, kExprs, 2, PCACHE_TARGET_CUBIN);
+  for (int round = 0; round < 2; ++round) {  // a miss, then a hit
+    pcache_module *m = nullptr;
+    ASSERT_EQ(pcache_load_module(c, &p, &m), PCACHE_OK) << pcache_last_error();
+    EXPECT_EQ(pcache_compiled_from_cache(pcache_module_compiled(m)), round);
+    EXPECT_NE(pcache_module_handle(m), nullptr);
+    void *f = nullptr;
+    EXPECT_EQ(pcache_module_get_function(m, "scale_add<float>", &f), PCACHE_OK)
+        << pcache_last_error();
+    EXPECT_NE(f, nullptr);
+    EXPECT_EQ(pcache_module_get_function(m, "block_sum<float, 256>", &f), PCACHE_OK);
+    EXPECT_EQ(pcache_module_get_function(m, "_Z9scale_addIfEvPT_PKS0_S0_i", &f), PCACHE_OK);
+    EXPECT_EQ(pcache_module_get_function(m, "no_such_kernel", &f), PCACHE_NOT_FOUND);
+    EXPECT_EQ(pcache_module_unload(m), PCACHE_OK);
+  }
+  EXPECT_EQ(c.stats().healed, 0u);
+}
+
+TEST(Driver, ACachedImageTheDriverRejectsIsRemovedRecompiledAndLoaded) {
+  TempDir d;
+  Handle c("sqlite:" + (d / "cache.db"));
+  const pcache_program p = program(kKernels, kExprs, 2, PCACHE_TARGET_CUBIN);
+  pcache_compiled *r = nullptr;
+  ASSERT_EQ(pcache_compile(c, &p, &r), PCACHE_OK) << pcache_last_error();
+  const std::string key(reinterpret_cast<const char *>(pcache_compiled_key(r)), PCACHE_KEY_SIZE);
+  pcache_compiled_free(r);
+  // A well-formed entry whose bytes are not a loadable image (as a stale toolkit's would be).
+  ASSERT_EQ(c.put(key, "definitely not a cubin"), PCACHE_OK);
+  pcache_module *m = nullptr;
+  ASSERT_EQ(pcache_load_module(c, &p, &m), PCACHE_OK) << pcache_last_error();
+  void *f = nullptr;
+  EXPECT_EQ(pcache_module_get_function(m, "scale_add<float>", &f), PCACHE_OK);
+  pcache_module_unload(m);
+  EXPECT_EQ(c.stats().healed, 1u);
+  std::string v;
+  ASSERT_EQ(c.get(key, &v), PCACHE_OK);
+  EXPECT_EQ(v.substr(0, 4),
+            "\x7f"
+            "ELF");  // the entry was replaced by the fresh cubin
+}
+
+TEST(Driver, AnImageTheDriverRejectsOnAFreshCompileIsACudaError) {
+  Handle c("memory:");
+  // PTX is not an ELF image: the fake driver rejects it, as a real one rejects a bad image.
+  const pcache_program p = program(kKernels, kExprs, 2, PCACHE_TARGET_PTX);
+  pcache_module *m = nullptr;
+  EXPECT_EQ(pcache_load_module(c, &p, &m), PCACHE_ERR_CUDA);
+  EXPECT_EQ(m, nullptr);
+  EXPECT_NE(std::strstr(pcache_last_error(), "CUDA_ERROR_INVALID_IMAGE"), nullptr)
+      << pcache_last_error();
+}
+
+TEST(Driver, LtoirCannotBeLoadedAsAModule) {
+  Handle c("memory:");
+  const pcache_program p = program(kKernels, kExprs, 2, PCACHE_TARGET_LTOIR);
+  pcache_module *m = nullptr;
+  EXPECT_EQ(pcache_load_module(c, &p, &m), PCACHE_ERR_UNSUPPORTED);
+}
+
+TEST(NoDriver, TheToolkitStubAndAMissingLibraryAreCudaUnavailable) {
+  TempDir d;
+  const std::string probe =
+      std::string(PCACHE_COMPILE_PROBE) + " memory: " PCACHE_EXAMPLES_DIR "/kernels.cu load";
+  const std::string stub = run("PCACHE_LIBCUDA=" PCACHE_CUDA_STUB " " + probe);
+  EXPECT_NE(stub.find("status=-10"), std::string::npos) << stub;
+  EXPECT_NE(stub.find("stub"), std::string::npos) << stub;  // the driver's own message
+  const std::string missing = run("PCACHE_LIBCUDA=/nonexistent/libcuda.so.1 " + probe);
+  EXPECT_NE(missing.find("status=-10"), std::string::npos) << missing;
+  EXPECT_NE(missing.find("/nonexistent/libcuda.so.1"), std::string::npos) << missing;
+}
