@@ -13,6 +13,7 @@
 #include "../src/driver.hpp"
 #include "../src/error.hpp"
 #include "../src/key.hpp"
+#include "../src/uri.hpp"
 
 using progcache::ByteView;
 using progcache::Error;
@@ -149,7 +150,7 @@ pcache_status pcache_options_init(pcache_options *options, uint32_t struct_size)
                     " is smaller than any pcache_options (16)");
     std::memset(options, 0, struct_size);
     options->struct_size = struct_size;
-    options->max_size_bytes = 0;
+    options->max_size_bytes = progcache::default_max_size();
     return PCACHE_OK;
   });
 }
@@ -159,6 +160,7 @@ pcache_status pcache_open(const char *uri, const pcache_options *options, pcache
   return guarded(__func__, [&] {
     if (!out) throw invalid("out is NULL");
     progcache::CacheOptions core;
+    if (!options) core.max_size_bytes = progcache::default_max_size();
     if (options) {
       if (options->struct_size < kOptionsV1Size)
         throw invalid("options->struct_size " + std::to_string(options->struct_size) +

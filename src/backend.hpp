@@ -5,6 +5,8 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
+#include <mutex>
 #include <string>
 
 #include "blob.hpp"
@@ -27,6 +29,25 @@ struct BackendConfig {
   BackendEvents *events = nullptr;
 };
 
+// Counters kept with the storage and shared by every process that opens it (`progcache stats`).
+struct PersistentCounters {
+  int64_t hits = 0, misses = 0, evictions = 0, compile_us_saved = 0;
+  PersistentCounters &operator+=(const PersistentCounters &o) {
+    hits += o.hits;
+    misses += o.misses;
+    evictions += o.evictions;
+    compile_us_saved += o.compile_us_saved;
+    return *this;
+  }
+};
+
+// One stored entry as listed (no payload read).
+struct EntryInfo {
+  std::string key;
+  uint64_t payload_size = 0;
+  int64_t last_use = 0;  // Unix seconds
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -47,9 +68,24 @@ class Backend {
   // A directory where processes sharing this cache can create lock files (single-flight
   // compiles), or "" when the cache is private to this process.
   virtual std::string lock_dir() const { return {}; }
+  // Calls fn for every entry, most recently used first where the backend knows the order.
+  virtual void list(const std::function<void(const EntryInfo &)> &fn) = 0;
+  // Adds to / reads the shared counters. The default keeps them in this process only.
+  virtual void add_counters(const PersistentCounters &delta) {
+    std::lock_guard lock(counters_mutex_);
+    counters_ += delta;
+  }
+  virtual PersistentCounters counters() {
+    std::lock_guard lock(counters_mutex_);
+    return counters_;
+  }
   // true when records never leave this process's memory, so re-verifying checksums on every
   // read would only cost time.
   virtual bool in_process() const { return false; }
+
+ private:
+  std::mutex counters_mutex_;
+  PersistentCounters counters_;
 };
 
 }  // namespace progcache

@@ -73,11 +73,14 @@ void Cache::check_key(ByteView key) const {
                 "key is " + std::to_string(key.size) + " bytes (keys are 1 to 65536 bytes)");
 }
 
-std::optional<Hit> Cache::get(ByteView key) {
+std::optional<Hit> Cache::get(ByteView key, bool count_stats) {
   check_key(key);
   SharedBlob record = backend_->get(key);
+  if (!record && !count_stats) return std::nullopt;
   if (!record) {
     misses_.fetch_add(1, std::memory_order_relaxed);
+    pending_misses_.fetch_add(1, std::memory_order_relaxed);
+    count_op();
     return std::nullopt;
   }
   std::string why;
@@ -90,10 +93,14 @@ std::optional<Hit> Cache::get(ByteView key) {
     }
     corrupt_.fetch_add(1, std::memory_order_relaxed);
     misses_.fetch_add(1, std::memory_order_relaxed);
+    pending_misses_.fetch_add(1, std::memory_order_relaxed);
     set_thread_warning("removed a damaged cache entry: " + why);
     return std::nullopt;
   }
+  if (!count_stats) return Hit{std::move(record), parts->payload, parts->meta};
   hits_.fetch_add(1, std::memory_order_relaxed);
+  pending_hits_.fetch_add(1, std::memory_order_relaxed);
+  count_op();
   bytes_read_.fetch_add(parts->payload.size, std::memory_order_relaxed);
   return Hit{std::move(record), parts->payload, parts->meta};
 }
@@ -131,6 +138,40 @@ bool Cache::remove(ByteView key) {
   const bool removed = backend_->remove(key);
   if (removed) deletes_.fetch_add(1, std::memory_order_relaxed);
   return removed;
+}
+
+Cache::~Cache() {
+  try {
+    flush_counters();
+  } catch (...) {  // shared statistics are advisory: never fail a close over them
+  }
+}
+
+void Cache::count_op() {
+  // Share the counters now and then, so that a crashed process loses few; a flush is a small
+  // write, amortised over 1024 operations.
+  if (ops_since_flush_.fetch_add(1, std::memory_order_relaxed) + 1 >= 1024) {
+    ops_since_flush_.store(0, std::memory_order_relaxed);
+    try {
+      flush_counters();
+    } catch (const Error &) {
+    }
+  }
+}
+
+void Cache::flush_counters() {
+  PersistentCounters d;
+  d.hits = int64_t(pending_hits_.exchange(0));
+  d.misses = int64_t(pending_misses_.exchange(0));
+  d.compile_us_saved = int64_t(pending_saved_us_.exchange(0));
+  const uint64_t evictions = events_.evictions.load();
+  d.evictions = int64_t(evictions - flushed_evictions_.exchange(evictions));
+  if (d.hits || d.misses || d.compile_us_saved || d.evictions) backend_->add_counters(d);
+}
+
+PersistentCounters Cache::persistent_counters() {
+  flush_counters();
+  return backend_->counters();
 }
 
 CacheStats Cache::stats() const {

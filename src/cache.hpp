@@ -33,7 +33,8 @@ class Cache {
   static std::unique_ptr<Cache> open(std::string_view uri, const CacheOptions &options);
 
   // Verified lookup; nullopt on a miss. Damaged records are removed and counted.
-  std::optional<Hit> get(ByteView key);
+  // count_stats=false for the library's own bookkeeping lookups (the NVRTC-version memo).
+  std::optional<Hit> get(ByteView key, bool count_stats = true);
   // Like get, but hands back a malloc'd payload for the C caller (see release_payload).
   uint8_t *get_owned(ByteView key, size_t *size);
   void put(ByteView key, ByteView payload) { put(key, payload, {}); }
@@ -43,6 +44,17 @@ class Cache {
   uint64_t size() { return backend_->size(); }
   void clear() { backend_->clear(); }
   CacheStats stats() const;
+  // A compile served from the cache saved this much NVRTC time.
+  void note_compile_hit(uint64_t compile_us) {
+    pending_saved_us_.fetch_add(compile_us, std::memory_order_relaxed);
+  }
+  // The counters shared by every process using this storage (flushes this handle's first).
+  PersistentCounters persistent_counters();
+  // Writes this handle's not-yet-shared counter deltas to the storage.
+  void flush_counters();
+  // Calls fn for every entry (see Backend::list).
+  void list(const std::function<void(const EntryInfo &)> &fn) { backend_->list(fn); }
+  ~Cache();
   // A cached image the driver rejected was replaced by a fresh compile.
   void note_healed() { healed_.fetch_add(1, std::memory_order_relaxed); }
   const std::string &uri() const { return uri_; }
@@ -57,6 +69,9 @@ class Cache {
   CacheOptions options_;
   BackendEvents events_;
   std::unique_ptr<Backend> backend_;
+  void count_op();
+  std::atomic<uint64_t> pending_hits_{0}, pending_misses_{0}, pending_saved_us_{0},
+      flushed_evictions_{0}, ops_since_flush_{0};
   std::atomic<uint64_t> hits_{0}, misses_{0}, puts_{0}, deletes_{0}, bytes_read_{0},
       bytes_written_{0}, corrupt_{0}, healed_{0};
 };

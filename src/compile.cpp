@@ -132,7 +132,7 @@ uint32_t nvrtc_version_for(Cache *cache) {
   const std::string memo_key = std::string(kVersionMemoPrefix) + loc.identity;
   uint32_t version = 0;
   if (cache) {
-    if (auto hit = cache->get(memo_key); hit && hit->payload.size == 4) {
+    if (auto hit = cache->get(memo_key, false); hit && hit->payload.size == 4) {
       for (int i = 0; i < 4; ++i) version |= uint32_t(hit->payload.data[i]) << (8 * i);
     }
   }
@@ -164,7 +164,10 @@ std::shared_ptr<CompileResult> compile_through_cache(Cache *cache, ProgramDesc p
     r->elapsed_us = us_since(t0);
     return r;
   };
-  if (auto r = lookup(cache, key)) return finish(std::move(r));
+  if (auto r = lookup(cache, key)) {
+    cache->note_compile_hit(r->meta.compile_us);
+    return finish(std::move(r));
+  }
   if (!cache) return finish(compile_and_store(nullptr, program, key, false));
 
   // Single flight within the process.

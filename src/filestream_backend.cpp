@@ -24,7 +24,8 @@ namespace {
 constexpr const char *kFormatFile = "format";
 constexpr const char *kStatsFile = "stats";
 constexpr const char *kTmpDir = "tmp";
-constexpr uint64_t kStatsMagic = 0x3154415453534650ull;  // "PFSSTAT1"
+constexpr uint64_t kStatsMagic = 0x3254415453534650ull;  // "PFSSTAT2"
+constexpr int kStatsWords = 8;  // magic, count, size, 4 shared counters, checksum
 // Below this many entries eviction looks at every entry (exact mtime LRU); above it, at one
 // shard at a time (ccache's approach), so a put never costs a full directory scan.
 constexpr int64_t kExactEvictionEntries = 4096;
@@ -335,20 +336,30 @@ int FileStreamBackend::stats_fd() {
 }
 
 FileStreamBackend::Totals FileStreamBackend::read_totals_locked(bool *rebuilt) {
-  uint64_t buf[4] = {};
+  uint64_t buf[kStatsWords] = {};
   if (rebuilt) *rebuilt = false;
   if (pread_all(stats_fd_.get(), buf, sizeof buf, 0) && buf[0] == kStatsMagic &&
-      buf[3] == XXH3_64bits(buf, 24) && int64_t(buf[1]) >= 0 && int64_t(buf[2]) >= 0)
-    return {int64_t(buf[1]), int64_t(buf[2])};
+      buf[kStatsWords - 1] == XXH3_64bits(buf, 8 * (kStatsWords - 1)) && int64_t(buf[1]) >= 0 &&
+      int64_t(buf[2]) >= 0) {
+    Totals t{int64_t(buf[1]), int64_t(buf[2]), {}};
+    t.counters = {int64_t(buf[3]), int64_t(buf[4]), int64_t(buf[5]), int64_t(buf[6])};
+    return t;
+  }
   // Missing or damaged accounting: count again from the entries themselves.
   if (rebuilt) *rebuilt = true;
   return rebuild_totals_locked();
 }
 
 void FileStreamBackend::write_totals_locked(const Totals &t) {
-  uint64_t buf[4] = {kStatsMagic, uint64_t(std::max<int64_t>(t.count, 0)),
-                     uint64_t(std::max<int64_t>(t.size, 0)), 0};
-  buf[3] = XXH3_64bits(buf, 24);
+  uint64_t buf[kStatsWords] = {kStatsMagic,
+                               uint64_t(std::max<int64_t>(t.count, 0)),
+                               uint64_t(std::max<int64_t>(t.size, 0)),
+                               uint64_t(t.counters.hits),
+                               uint64_t(t.counters.misses),
+                               uint64_t(t.counters.evictions),
+                               uint64_t(t.counters.compile_us_saved),
+                               0};
+  buf[kStatsWords - 1] = XXH3_64bits(buf, 8 * (kStatsWords - 1));
   ssize_t n;
   do {
     n = ::pwrite(stats_fd_.get(), buf, sizeof buf, 0);
@@ -417,9 +428,17 @@ void FileStreamBackend::evict_locked(Totals &t, int keep_shard, const std::strin
     for (int s = 0; s < kShards; ++s) list_shard(s, all);
     // The listing counts the files; if the accounting disagrees (a writer killed between its
     // rename and its accounting update), recount before choosing victims.
-    if (int64_t(all.size()) != t.count) t = rebuild_totals_locked();
+    if (int64_t(all.size()) != t.count) {
+      const PersistentCounters keep = t.counters;
+      t = rebuild_totals_locked();
+      t.counters = keep;
+    }
     evict_from(all, cap);
-    if (uint64_t(t.size) > cap) t = rebuild_totals_locked();  // accounting had drifted
+    if (uint64_t(t.size) > cap) {  // accounting had drifted
+      const PersistentCounters keep = t.counters;
+      t = rebuild_totals_locked();
+      t.counters = keep;
+    }
     return;
   }
   // Large cache: evict down to 90% of the cap from the oldest entries of one shard at a time,
@@ -463,6 +482,51 @@ void FileStreamBackend::clear() {
     });
   }
   write_totals_locked(t);
+}
+
+}  // namespace progcache
+
+namespace progcache {
+
+void FileStreamBackend::list(const std::function<void(const EntryInfo &)> &fn) {
+  std::vector<std::pair<int64_t, EntryInfo>> entries;
+  for (int shard = 0; shard < kShards; ++shard) {
+    const int dfd = shard_fd(shard, false);
+    if (dfd < 0) continue;
+    for_each_name(dfd, [&](const std::string &name) {
+      if (!is_entry_name(name.c_str())) return;
+      Fd fd(::openat(dfd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK));
+      struct stat st;
+      uint8_t header[kEntryHeaderSize];
+      if (!fd || ::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode) ||
+          !pread_all(fd.get(), header, sizeof header, 0))
+        return;
+      const auto payload = entry_payload_size(ByteView(header, sizeof header));
+      if (!payload) return;
+      uint32_t key_size = 0;
+      for (int i = 0; i < 4; ++i) key_size |= uint32_t(header[8 + i]) << (8 * i);
+      if (key_size > 65536 || kEntryHeaderSize + key_size > uint64_t(st.st_size)) return;
+      std::string key(key_size, '\0');
+      if (!pread_all(fd.get(), key.data(), key_size, kEntryHeaderSize)) return;
+      entries.push_back({mtime_ns(st), EntryInfo{std::move(key), *payload, int64_t(st.st_mtime)}});
+    });
+  }
+  std::sort(entries.begin(), entries.end(),
+            [](const auto &a, const auto &b) { return a.first > b.first; });
+  for (const auto &e : entries) fn(e.second);
+}
+
+void FileStreamBackend::add_counters(const PersistentCounters &delta) {
+  if (::faccessat(dir_fd_.get(), ".", W_OK, 0) != 0) return;
+  StatsLock lock(*this);
+  Totals t = read_totals_locked();
+  t.counters += delta;
+  write_totals_locked(t);
+}
+
+PersistentCounters FileStreamBackend::counters() {
+  StatsLock lock(*this);
+  return read_totals_locked().counters;
 }
 
 }  // namespace progcache

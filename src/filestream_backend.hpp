@@ -26,6 +26,9 @@ class FileStreamBackend final : public Backend {
   uint64_t count() override;
   uint64_t size() override;
   void clear() override;
+  void list(const std::function<void(const EntryInfo &)> &fn) override;
+  void add_counters(const PersistentCounters &delta) override;
+  PersistentCounters counters() override;
   std::string lock_dir() const override { return dir_ + "/locks"; }
 
   static constexpr int kFormatVersion = 1;
@@ -35,6 +38,7 @@ class FileStreamBackend final : public Backend {
   struct Totals {
     int64_t count = 0;
     int64_t size = 0;
+    PersistentCounters counters;
   };
   struct Victim {
     int64_t mtime_ns;

@@ -1,5 +1,8 @@
 #include "memory_backend.hpp"
 
+#include <ctime>
+#include <vector>
+
 namespace progcache {
 
 MemoryBackend::MemoryBackend(const BackendConfig &config) : config_(config) {}
@@ -9,6 +12,7 @@ SharedBlob MemoryBackend::get(ByteView key) {
   auto it = index_.find(key.str());
   if (it == index_.end()) return nullptr;
   lru_.splice(lru_.begin(), lru_, it->second);
+  it->second->last_use = std::time(nullptr);
   return it->second->record;
 }
 
@@ -23,7 +27,7 @@ void MemoryBackend::put(ByteView key, Blob &&record, uint64_t payload_size) {
   std::string k(key.str());
   std::lock_guard lock(mutex_);
   if (auto it = index_.find(k); it != index_.end()) erase_locked(it->second);
-  lru_.push_front(Node{k, std::move(shared), payload_size});
+  lru_.push_front(Node{k, std::move(shared), payload_size, std::time(nullptr)});
   index_.emplace(std::move(k), lru_.begin());
   total_ += payload_size;
   if (config_.max_size_bytes == 0) return;
@@ -56,6 +60,19 @@ void MemoryBackend::clear() {
   index_.clear();
   lru_.clear();
   total_ = 0;
+}
+
+}  // namespace progcache
+
+namespace progcache {
+
+void MemoryBackend::list(const std::function<void(const EntryInfo &)> &fn) {
+  std::vector<EntryInfo> entries;  // copied so that fn may call back into the cache
+  {
+    std::lock_guard lock(mutex_);
+    for (const Node &n : lru_) entries.push_back({n.key, n.payload_size, n.last_use});
+  }
+  for (const EntryInfo &e : entries) fn(e);
 }
 
 }  // namespace progcache

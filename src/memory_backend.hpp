@@ -21,12 +21,14 @@ class MemoryBackend final : public Backend {
   uint64_t size() override;
   void clear() override;
   bool in_process() const override { return true; }
+  void list(const std::function<void(const EntryInfo &)> &fn) override;
 
  private:
   struct Node {
     std::string key;
     SharedBlob record;  // shared so that a pinned view outlives replacement or eviction
     uint64_t payload_size;
+    int64_t last_use;
   };
   struct KeyHash {
     using is_transparent = void;

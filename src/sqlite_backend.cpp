@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <thread>
 
 #include "error.hpp"
@@ -18,9 +19,9 @@ namespace {
 // Statements, in the order of SqliteBackend::Stmt.
 constexpr const char *kSql[] = {
     "SELECT record FROM entries WHERE key = ?1",
-    "UPDATE entries SET atime = ?2 WHERE key = ?1",
+    "UPDATE entries SET atime = ?2, used_at = ?3 WHERE key = ?1",
     "SELECT size FROM entries WHERE key = ?1",
-    "INSERT OR REPLACE INTO entries(key, record, size, atime) VALUES(?1, ?2, ?3, ?4)",
+    "INSERT OR REPLACE INTO entries(key, record, size, atime, used_at) VALUES(?1, ?2, ?3, ?4, ?5)",
     "DELETE FROM entries WHERE key = ?1 RETURNING size",
     "SELECT key, size FROM entries ORDER BY atime LIMIT 32",
     "SELECT value FROM meta WHERE name = ?1",
@@ -29,16 +30,19 @@ constexpr const char *kSql[] = {
     "COMMIT",
     "ROLLBACK",
     "DELETE FROM entries",
+    "SELECT key, size, used_at FROM entries ORDER BY atime DESC",
+    "UPDATE meta SET value = value + ?2 WHERE name = ?1",
 };
 
 // atime is a logical clock kept in meta, not wall time: the LRU order stays exact even for
 // touches within one second, and across processes (the clock advances inside write txns).
 constexpr const char *kSchema =
     "CREATE TABLE entries(key BLOB PRIMARY KEY NOT NULL, record BLOB NOT NULL,"
-    " size INTEGER NOT NULL, atime INTEGER NOT NULL);"
+    " size INTEGER NOT NULL, atime INTEGER NOT NULL, used_at INTEGER NOT NULL);"
     "CREATE INDEX entries_by_atime ON entries(atime);"
     "CREATE TABLE meta(name TEXT PRIMARY KEY NOT NULL, value INTEGER NOT NULL);"
-    "INSERT INTO meta VALUES('clock', 0), ('total_size', 0), ('entry_count', 0);";
+    "INSERT INTO meta VALUES('clock', 0), ('total_size', 0), ('entry_count', 0), ('hits', 0),"
+    " ('misses', 0), ('evictions', 0), ('compile_us_saved', 0);";
 
 constexpr size_t kFlushAfterTouches = 128;
 constexpr auto kFlushAfterTime = std::chrono::milliseconds(500);
@@ -396,6 +400,7 @@ void SqliteBackend::flush_touches_locked() {
     StmtScope q{stmt(kTouch)};
     sqlite3_bind_blob(q.s, 1, k.data(), static_cast<int>(k.size()), SQLITE_STATIC);
     sqlite3_bind_int64(q.s, 2, ++clock);
+    sqlite3_bind_int64(q.s, 3, int64_t(std::time(nullptr)));
     const int rc = sqlite3_step(q.s);
     if (rc != SQLITE_DONE) fail(rc, "cannot record entry recency");
   }
@@ -500,6 +505,7 @@ void SqliteBackend::put(ByteView key, Blob &&record, uint64_t payload_size) {
         sqlite3_bind_blob64(q.s, 2, record.data(), record.size(), SQLITE_STATIC);
         sqlite3_bind_int64(q.s, 3, static_cast<int64_t>(payload_size));
         sqlite3_bind_int64(q.s, 4, clock);
+        sqlite3_bind_int64(q.s, 5, int64_t(std::time(nullptr)));
         const int rc = sqlite3_step(q.s);
         if (rc != SQLITE_DONE) fail(rc, "cannot store an entry");
       }
@@ -567,6 +573,62 @@ uint64_t SqliteBackend::max_payload_size() const {
   // SQLite's largest blob (SQLITE_LIMIT_LENGTH, 1e9 by default) less the record's header and key.
   const int limit = db_ ? sqlite3_limit(db_, SQLITE_LIMIT_LENGTH, -1) : 1000000000;
   return static_cast<uint64_t>(limit) - 2 * 65536 - 256;
+}
+
+}  // namespace progcache
+
+namespace progcache {
+
+void SqliteBackend::list(const std::function<void(const EntryInfo &)> &fn) {
+  std::vector<EntryInfo> entries;  // collected first: fn may call back into the cache
+  {
+    std::lock_guard lock(mutex_);
+    with_recovery([&] {
+      entries.clear();
+      StmtScope q{stmt(kList)};
+      int rc;
+      while ((rc = sqlite3_step(q.s)) == SQLITE_ROW) {
+        const auto *k = static_cast<const char *>(sqlite3_column_blob(q.s, 0));
+        entries.push_back({std::string(k ? k : "", size_t(sqlite3_column_bytes(q.s, 0))),
+                           uint64_t(sqlite3_column_int64(q.s, 1)), sqlite3_column_int64(q.s, 2)});
+      }
+      if (rc != SQLITE_DONE) fail(rc, "cannot list entries");
+    });
+  }
+  for (const EntryInfo &e : entries) fn(e);
+}
+
+void SqliteBackend::add_counters(const PersistentCounters &d) {
+  std::lock_guard lock(mutex_);
+  if (read_only_) return;
+  with_recovery([&] {
+    write_txn([&] {
+      const std::pair<const char *, int64_t> adds[] = {{"hits", d.hits},
+                                                       {"misses", d.misses},
+                                                       {"evictions", d.evictions},
+                                                       {"compile_us_saved", d.compile_us_saved}};
+      for (const auto &[name, value] : adds) {
+        if (!value) continue;
+        StmtScope q{stmt(kMetaAdd)};
+        sqlite3_bind_text(q.s, 1, name, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(q.s, 2, value);
+        const int rc = sqlite3_step(q.s);
+        if (rc != SQLITE_DONE) fail(rc, "cannot update the shared counters");
+      }
+    });
+  });
+}
+
+PersistentCounters SqliteBackend::counters() {
+  std::lock_guard lock(mutex_);
+  return with_recovery([&] {
+    PersistentCounters c;
+    c.hits = meta_get("hits");
+    c.misses = meta_get("misses");
+    c.evictions = meta_get("evictions");
+    c.compile_us_saved = meta_get("compile_us_saved");
+    return c;
+  });
 }
 
 }  // namespace progcache

@@ -27,6 +27,9 @@ class SqliteBackend final : public Backend {
   uint64_t size() override;
   void clear() override;
   uint64_t max_payload_size() const override;
+  void list(const std::function<void(const EntryInfo &)> &fn) override;
+  void add_counters(const PersistentCounters &delta) override;
+  PersistentCounters counters() override;
   std::string lock_dir() const override { return path_ + ".locks"; }
 
   static constexpr int kSchemaVersion = 1;
@@ -45,6 +48,8 @@ class SqliteBackend final : public Backend {
     kCommit,
     kRollback,
     kClear,
+    kList,
+    kMetaAdd,
     kStmtCount
   };
   struct Connection;

@@ -1,6 +1,8 @@
 #include "uri.hpp"
 
+#include <cctype>
 #include <cstdlib>
+#include <cstring>
 
 #include "error.hpp"
 
@@ -86,6 +88,83 @@ uint64_t parse_uint_param(const std::string &name, const std::string &value) {
       value.find_first_not_of("0123456789") != std::string::npos)
     throw Error(Status::invalid_arg, "parameter " + name + "='" + value + "' is not a number");
   return std::stoull(value);
+}
+
+}  // namespace progcache
+
+namespace progcache {
+
+uint64_t parse_size(const std::string &what, const std::string &text) {
+  std::string t = text;
+  for (const char *suffix : {"iB", "B"})
+    if (t.size() > std::strlen(suffix) &&
+        t.compare(t.size() - std::strlen(suffix), std::string::npos, suffix) == 0 &&
+        (std::strlen(suffix) == 2 ||
+         std::isdigit(static_cast<unsigned char>(t[t.size() - 2])) == 0)) {
+      t.resize(t.size() - std::strlen(suffix));
+      break;
+    }
+  uint64_t mult = 1;
+  if (!t.empty()) {
+    switch (std::toupper(static_cast<unsigned char>(t.back()))) {
+      case 'K':
+        mult = 1ull << 10;
+        break;
+      case 'M':
+        mult = 1ull << 20;
+        break;
+      case 'G':
+        mult = 1ull << 30;
+        break;
+      case 'T':
+        mult = 1ull << 40;
+        break;
+      default:
+        break;
+    }
+    if (mult != 1) t.pop_back();
+  }
+  if (t.empty() || t.size() > 15 || t.find_first_not_of("0123456789") != std::string::npos)
+    throw Error(Status::invalid_arg,
+                what + " '" + text + "' is not a size (e.g. 500M, 4G, 1048576)");
+  return std::stoull(t) * mult;
+}
+
+int64_t parse_duration_seconds(const std::string &what, const std::string &text) {
+  std::string t = text;
+  int64_t mult = 1;
+  if (!t.empty() && !std::isdigit(static_cast<unsigned char>(t.back()))) {
+    switch (t.back()) {
+      case 's':
+        mult = 1;
+        break;
+      case 'm':
+        mult = 60;
+        break;
+      case 'h':
+        mult = 3600;
+        break;
+      case 'd':
+        mult = 86400;
+        break;
+      case 'w':
+        mult = 7 * 86400;
+        break;
+      default:
+        throw Error(Status::invalid_arg,
+                    what + " '" + text + "' is not a duration (e.g. 30d, 12h)");
+    }
+    t.pop_back();
+  }
+  if (t.empty() || t.size() > 12 || t.find_first_not_of("0123456789") != std::string::npos)
+    throw Error(Status::invalid_arg, what + " '" + text + "' is not a duration (e.g. 30d, 12h)");
+  return int64_t(std::stoll(t)) * mult;
+}
+
+uint64_t default_max_size() {
+  const char *v = std::getenv("PCACHE_MAX_SIZE");
+  if (!v || !*v) return 0;
+  return parse_size("PCACHE_MAX_SIZE", v);
 }
 
 }  // namespace progcache

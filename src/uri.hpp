@@ -25,6 +25,14 @@ Uri parse_uri(std::string_view text);
 // sqlite:$XDG_CACHE_HOME/progcache/cache.db, else sqlite:$HOME/.cache/progcache/cache.db.
 std::string default_uri();
 
+// "4G", "500M", "64K", "1T", "123" (binary units; a trailing "B"/"iB" is accepted).
+// Throws Error(invalid_arg) naming what.
+uint64_t parse_size(const std::string &what, const std::string &text);
+// "30d", "12h", "15m", "45s" (a bare number is seconds). Throws Error(invalid_arg).
+int64_t parse_duration_seconds(const std::string &what, const std::string &text);
+// The default cap: $PCACHE_MAX_SIZE if set (parse_size), else 0 (unbounded).
+uint64_t default_max_size();
+
 // Parses a non-negative integer parameter; throws Error(invalid_arg) naming it.
 uint64_t parse_uint_param(const std::string &name, const std::string &value);
 

@@ -84,7 +84,8 @@ enum {
 typedef struct pcache_options {
   uint32_t struct_size;    /* the caller's sizeof(pcache_options) */
   uint32_t flags;          /* reserved, must be 0 */
-  uint64_t max_size_bytes; /* cap on the sum of stored payload sizes; 0 = unbounded */
+  uint64_t max_size_bytes; /* cap on the sum of stored payload sizes; 0 = unbounded.
+                              pcache_options_init sets it from $PCACHE_MAX_SIZE (e.g. "4G"), else 0 */
   /* later versions append fixed-width fields here, never reorder */
 } pcache_options;
 
@@ -93,8 +94,8 @@ typedef struct pcache_options {
  * A struct_size larger than this library's sizeof(pcache_options) (a newer caller) is accepted:
  * the known fields are filled and the tail is zeroed.
  * Thread safety: touches only *options.
- * Returns PCACHE_OK; PCACHE_ERR_INVALID_ARG if options is NULL or struct_size is smaller than
- * the first version of the struct (16 bytes).
+ * Returns PCACHE_OK; PCACHE_ERR_INVALID_ARG if options is NULL, struct_size is smaller than
+ * the first version of the struct (16 bytes), or $PCACHE_MAX_SIZE is not a size.
  */
 PCACHE_API pcache_status pcache_options_init(pcache_options *options, uint32_t struct_size);
 
@@ -112,7 +113,9 @@ PCACHE_API pcache_status pcache_options_init(pcache_options *options, uint32_t s
  * Backends accept parameters after '?', e.g. "sqlite:/tmp/c.db?busy_timeout_ms=2000"; an unknown
  * parameter, an unknown scheme or trailing garbage is PCACHE_ERR_INVALID_ARG.
  *
- * options: NULL means defaults; otherwise it must have been filled by pcache_options_init().
+ * options: NULL means defaults (as pcache_options_init: the cap is $PCACHE_MAX_SIZE, if set);
+ * otherwise it must have been filled by pcache_options_init(). A malformed $PCACHE_MAX_SIZE is
+ * PCACHE_ERR_INVALID_ARG.
  * If the stored size exceeds options->max_size_bytes, least-recently-used entries are evicted
  * down to the cap during open.
  * Ownership: uri and options are only read during the call. *out is owned by the caller and
