@@ -31,10 +31,31 @@ bool Driver::is_image_rejection(int r) {
 
 std::string Driver::describe(int r) const {
   const char *name = nullptr, *text = nullptr;
-  if (api_ && api_->error_name) api_->error_name(CUresult(r), &name);
-  if (api_ && api_->error_string) api_->error_string(CUresult(r), &text);
+  if (api_ && api_->error_name && api_->error_name(CUresult(r), &name) != CUDA_SUCCESS)
+    name = nullptr;
+  if (api_ && api_->error_string && api_->error_string(CUresult(r), &text) != CUDA_SUCCESS)
+    text = nullptr;
+  if (!name || !text) {
+    // The toolkit's stub driver describes nothing; name the answers cuInit gives without a GPU.
+    switch (r) {
+      case CUDA_ERROR_STUB_LIBRARY:
+        name = "CUDA_ERROR_STUB_LIBRARY";
+        text = "the CUDA driver is the toolkit's stub library, not a real driver";
+        break;
+      case CUDA_ERROR_NO_DEVICE:
+        name = "CUDA_ERROR_NO_DEVICE";
+        text = "no CUDA-capable device is detected";
+        break;
+      case CUDA_ERROR_SYSTEM_DRIVER_MISMATCH:
+        name = "CUDA_ERROR_SYSTEM_DRIVER_MISMATCH";
+        text = "the system driver and the CUDA driver library do not match";
+        break;
+      default:
+        break;
+    }
+  }
   return std::string(name ? name : "CUDA error " + std::to_string(r)) + ": " +
-         (text ? text : "no description");
+         (text ? text : "no description from the driver");
 }
 
 Driver &Driver::get() {

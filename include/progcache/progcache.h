@@ -368,7 +368,7 @@ PCACHE_API const char *pcache_compiled_log(const pcache_compiled *result);
 
 /**
  * The lowered (mangled) symbol of one of the program's name expressions, e.g.
- * "_Z6scaleIfEvPT_S0_i" for "scale<float>", the same on a hit as after a fresh compile; NULL if
+ * "_Z5scaleIfEvPT_S0_i" for "scale<float>", the same on a hit as after a fresh compile; NULL if
  * the expression was not among the program's name_expressions. Valid until the result is freed.
  */
 PCACHE_API const char *pcache_compiled_lowered_name(const pcache_compiled *result,
