@@ -4,6 +4,8 @@
 #include <dlfcn.h>
 
 #include <cstdlib>
+#include <cstring>
+#include <memory>
 #include <mutex>
 
 #include "error.hpp"
@@ -23,6 +25,10 @@ struct Driver::Api {
   CUresult (*error_string)(CUresult, const char **);
   CUresult (*error_name)(CUresult, const char **);
 };
+
+void Driver::ApiDelete::operator()(const Api *a) const {
+  delete a;
+}
 
 bool Driver::is_image_rejection(int r) {
   return r == CUDA_ERROR_INVALID_IMAGE || r == CUDA_ERROR_NO_BINARY_FOR_GPU ||
@@ -61,6 +67,7 @@ std::string Driver::describe(int r) const {
 Driver &Driver::get() {
   static std::once_flag once;
   static Driver *driver = nullptr;
+  static std::unique_ptr<Driver> unusable;  // loaded, but cuInit failed: kept for describe()
   static std::string failure;
   std::call_once(once, [] {
     const char *env = std::getenv("PCACHE_LIBCUDA");
@@ -95,14 +102,15 @@ Driver &Driver::get() {
       ::dlclose(h);
       return;
     }
-    auto *d = new Driver();  // lives as long as the process, like the driver itself
-    d->api_ = api;
+    auto d = std::unique_ptr<Driver>(new Driver());
+    d->api_.reset(api);
     const CUresult r = api->init(0);
     if (r != CUDA_SUCCESS) {
       failure = "cuInit failed: " + d->describe(r) + " [" + path + "]";
+      unusable = std::move(d);
       return;
     }
-    driver = d;
+    driver = d.release();  // lives as long as the process, like the driver itself
   });
   if (!driver) throw Error(Status::cuda_unavailable, failure);
   return *driver;
@@ -118,8 +126,20 @@ int Driver::load_module(ByteView image, void **module) const {
     if ((r = api_->primary_ctx_retain(&ctx, dev)) != CUDA_SUCCESS) return r;
     if ((r = api_->ctx_set_current(ctx)) != CUDA_SUCCESS) return r;
   }
+  // The driver parses ELF images in place; give it an aligned copy of a misaligned one.
+  struct Free {
+    void operator()(void *p) const { std::free(p); }
+  };
+  std::unique_ptr<void, Free> aligned;  // malloc's blocks are 16-byte aligned
+  const void *data = image.data;
+  if (reinterpret_cast<uintptr_t>(data) % 16 != 0) {
+    aligned.reset(std::malloc(image.size ? image.size : 1));
+    if (!aligned) return CUDA_ERROR_OUT_OF_MEMORY;
+    std::memcpy(aligned.get(), image.data, image.size);
+    data = aligned.get();
+  }
   CUmodule m = nullptr;
-  r = api_->module_load_data(&m, image.data);
+  r = api_->module_load_data(&m, data);
   if (r == CUDA_SUCCESS) *module = m;
   return r;
 }

@@ -1,6 +1,7 @@
 // The CUDA driver, opened with dlopen at run time: libcuda.so.1, or $PCACHE_LIBCUDA.
 #pragma once
 
+#include <memory>
 #include <string>
 
 #include "blob.hpp"
@@ -28,7 +29,10 @@ class Driver {
  private:
   Driver() = default;
   struct Api;
-  const Api *api_ = nullptr;
+  struct ApiDelete {
+    void operator()(const Api *a) const;
+  };
+  std::unique_ptr<const Api, ApiDelete> api_;
 };
 
 }  // namespace progcache

@@ -29,7 +29,10 @@ void checksum(const uint8_t *record, size_t body_size, uint8_t out[16]) {
 }  // namespace
 
 Blob encode_entry(ByteView key, ByteView meta, ByteView payload) {
-  const size_t body = key.size + meta.size + payload.size;
+  // Zero padding after the metadata puts the payload on a 16-byte boundary of the record (and so
+  // of every buffer holding it): drivers parse cubins as ELF structures in place.
+  const size_t pad = (16 - (kEntryHeaderSize + key.size + meta.size) % 16) % 16;
+  const size_t body = key.size + meta.size + pad + payload.size;
   Blob b(kEntryHeaderSize + body);
   uint8_t *p = b.data();
   std::memset(p, 0, kEntryHeaderSize);
@@ -38,10 +41,12 @@ Blob encode_entry(ByteView key, ByteView meta, ByteView payload) {
   store_le(p + 8, key.size, 4);
   store_le(p + 12, meta.size, 4);
   store_le(p + 16, payload.size, 8);
+  store_le(p + 24, pad, 4);
   uint8_t *q = p + kEntryHeaderSize;
   if (key.size) std::memcpy(q, key.data, key.size);
   if (meta.size) std::memcpy(q + key.size, meta.data, meta.size);
-  if (payload.size) std::memcpy(q + key.size + meta.size, payload.data, payload.size);
+  std::memset(q + key.size + meta.size, 0, pad);
+  if (payload.size) std::memcpy(q + key.size + meta.size + pad, payload.data, payload.size);
   checksum(p, body, p + 32);
   return b;
 }
@@ -66,13 +71,16 @@ std::optional<EntryParts> parse_entry(ByteView record, std::string *why) {
   const uint64_t key_size = load_le(p + 8, 4);
   const uint64_t meta_size = load_le(p + 12, 4);
   const uint64_t payload_size = load_le(p + 16, 8);
+  const uint64_t pad = load_le(p + 24, 4);
+  if (pad >= 16 || load_le(p + 28, 4) != 0) return fail("bad entry padding field");
   const uint64_t body = record.size - kEntryHeaderSize;
-  if (key_size > body || meta_size > body - key_size || payload_size != body - key_size - meta_size)
+  if (key_size > body || meta_size > body - key_size || pad > body - key_size - meta_size ||
+      payload_size != body - key_size - meta_size - pad)
     return fail("entry sizes do not match its length (truncated or padded)");
   EntryParts parts;
   parts.key = {p + kEntryHeaderSize, key_size};
   parts.meta = {p + kEntryHeaderSize + key_size, meta_size};
-  parts.payload_offset = kEntryHeaderSize + key_size + meta_size;
+  parts.payload_offset = kEntryHeaderSize + key_size + meta_size + pad;
   parts.payload = {p + parts.payload_offset, payload_size};
   return parts;
 }

@@ -7,10 +7,12 @@
 //   8       4     key size
 //   12      4     metadata size
 //   16      8     payload size
-//   24      8     reserved (0)
+//   24      4     padding size: zero bytes after the metadata so the payload starts on a
+//                 16-byte boundary of the record
+//   28      4     reserved (0)
 //   32      16    XXH3-128 checksum, seeded with XXH3-64 of bytes [0, 32), over key|meta|payload
 //   48      16    reserved (0)
-//   64      ...   key, metadata, payload
+//   64      ...   key, metadata, padding, payload
 //
 // The checksum detects damage (torn writes, bit rot, truncation); it is not a defence against a
 // deliberate forger (see docs/security.md). XXH3 runs at memory speed, so verifying every read

@@ -149,6 +149,9 @@ bool nvrtc_loaded() {
   return g_loaded.load();
 }
 
+Nvrtc::Nvrtc() = default;
+Nvrtc::~Nvrtc() = default;
+
 Nvrtc &Nvrtc::load(const NvrtcLocation &where) {
   static std::mutex mutex;
   static std::map<std::string, std::unique_ptr<Nvrtc>> loaded;  // lives as long as the process
@@ -195,7 +198,7 @@ Nvrtc &Nvrtc::load(const NvrtcLocation &where) {
     throw Error(Status::cuda_unavailable, "nvrtcVersion failed in '" + where.path + "'");
   }
   std::unique_ptr<Nvrtc> n(new Nvrtc());
-  n->api_ = api.release();  // never unloaded: NVRTC keeps global state
+  n->api_ = std::move(api);
   n->version_ = uint32_t(major) * 1000 + uint32_t(minor) * 10;
   n->path_ = where.path;
   g_loaded = true;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -33,6 +34,7 @@ struct NvrtcOutput {
 
 class Nvrtc {
  public:
+  ~Nvrtc();
   // Loads (once per path per process, thread-safely) and resolves every function needed.
   // Throws Error(cuda_unavailable) naming the path and dlerror() if it cannot.
   static Nvrtc &load(const NvrtcLocation &where);
@@ -43,9 +45,9 @@ class Nvrtc {
   NvrtcOutput compile(const ProgramDesc &program) const;
 
  private:
-  Nvrtc() = default;
+  Nvrtc();
   struct Api;
-  const Api *api_ = nullptr;
+  std::unique_ptr<const Api> api_;  // the library itself stays loaded: NVRTC keeps global state
   uint32_t version_ = 0;
   std::string path_;
 };

@@ -1,6 +1,7 @@
 // The backends the contract suite runs on. A new backend joins by adding one line to kBackends.
 #pragma once
 
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -11,6 +12,11 @@ struct BackendCase {
   std::string (*uri)(const testutil::TempDir &dir);
   bool persistent;
 };
+
+// Test names and failure messages show the backend's name, not the struct's bytes.
+inline void PrintTo(const BackendCase &b, std::ostream *os) {
+  *os << b.name;
+}
 
 inline const BackendCase kBackends[] = {
     {"memory", [](const testutil::TempDir &) { return std::string("memory:"); }, false},

@@ -284,3 +284,28 @@ TEST_P(Contract, ReopenSeesWhatWasStoredIfPersistent) {
 
 INSTANTIATE_TEST_SUITE_P(AllBackends, Contract, ::testing::ValuesIn(kBackends),
                          [](const auto &info) { return std::string(info.param.name); });
+
+class LargeValues : public ::testing::TestWithParam<BackendCase> {};
+
+TEST_P(LargeValues, A256MebibyteValueRoundTripsAndTheCapStillHolds) {
+  TempDir d;
+  const std::string uri = GetParam().uri(d);
+  const size_t kSize = size_t(256) << 20;
+  std::string v(kSize, '\0');
+  for (size_t i = 0; i < kSize; i += 4096) v[i] = char(i / 4096);
+  v.back() = 'z';
+  {
+    Handle c(uri);
+    ASSERT_EQ(c.put("big", v), PCACHE_OK) << pcache_last_error();
+    std::string got;
+    ASSERT_EQ(c.get("big", &got), PCACHE_OK) << pcache_last_error();
+    EXPECT_TRUE(got == v);
+    EXPECT_EQ(c.size(), kSize);
+  }
+  Handle capped(uri, kSize - 1);  // reopening with a smaller cap evicts it
+  EXPECT_EQ(capped.count(), 0u);
+  EXPECT_EQ(capped.put("big", v), PCACHE_ERR_TOO_LARGE);
+}
+
+INSTANTIATE_TEST_SUITE_P(Persistent, LargeValues, ::testing::ValuesIn(persistent_backends()),
+                         [](const auto &info) { return std::string(info.param.name); });

@@ -19,7 +19,8 @@ TEST(Entry, RoundTrip) {
   ASSERT_TRUE(parts) << why;
   EXPECT_EQ(parts->payload.str(), "payload bytes");
   EXPECT_EQ(parts->meta.str(), "meta");
-  EXPECT_EQ(parts->payload_offset, kEntryHeaderSize + 3 + 4);
+  EXPECT_EQ(parts->payload_offset, 80u);  // 64 + 3 + 4, padded to a 16-byte boundary
+  EXPECT_EQ(parts->payload_offset % 16, 0u);
   EXPECT_EQ(entry_payload_size(b.view()).value(), 13u);
 }
 
@@ -52,4 +53,15 @@ TEST(Entry, TruncationPaddingAndForeignKeyAreRejected) {
   EXPECT_FALSE(decode_entry(std::string_view(padded), std::string_view("key"), true, &why));
   EXPECT_FALSE(decode_entry(good.view(), std::string_view("kez"), true, &why));
   EXPECT_EQ(why, "entry holds another key");
+}
+
+TEST(Entry, PayloadIsSixteenByteAlignedForEveryKeyAndMetaSize) {
+  for (size_t k = 1; k < 40; ++k)
+    for (size_t m = 0; m < 20; ++m) {
+      Blob b = encode_entry(std::string(k, 'k'), std::string(m, 'm'), std::string_view("payload"));
+      auto parts = decode_entry(b.view(), std::string(k, 'k'), true, nullptr);
+      ASSERT_TRUE(parts);
+      EXPECT_EQ(reinterpret_cast<uintptr_t>(parts->payload.data) % 16, 0u) << k << " " << m;
+      EXPECT_EQ(parts->payload.str(), "payload");
+    }
 }

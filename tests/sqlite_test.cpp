@@ -137,9 +137,10 @@ TEST(Sqlite, DamagedRecordIsAMissRemovedAndCounted) {
   EXPECT_EQ(c.stats().corrupt, 1u);
   EXPECT_EQ(sql_scalar(db, "SELECT count(*) FROM entries WHERE key = X'6b'"), "0");
   // Another key's record stored under this key is refused too.
-  sql_exec(db,
-           "INSERT INTO entries SELECT X'6b', record, size, atime, used_at FROM entries WHERE key = "
-           "X'6f74686572'");
+  sql_exec(
+      db,
+      "INSERT INTO entries SELECT X'6b', record, size, atime, used_at FROM entries WHERE key = "
+      "X'6f74686572'");
   EXPECT_EQ(c.get("k", nullptr), PCACHE_NOT_FOUND);
   EXPECT_NE(std::strstr(pcache_last_error(), "another key"), nullptr) << pcache_last_error();
   EXPECT_EQ(c.get("other", nullptr), PCACHE_OK);

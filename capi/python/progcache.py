@@ -1,0 +1,410 @@
+"""progcache for Python: a standard-library ctypes binding of libprogcache.so.1.
+
+    import progcache
+    with progcache.Cache() as cache:            # the default cache (SQLite)
+        cache[b"k"] = b"bytes"                   # bytes-like in
+        data = cache[b"k"]                       # bytes out; KeyError on a miss
+        data = cache.get("k")                    # str keys are UTF-8: "k" and b"k" are one entry
+        r = cache.compile(source, options=["-arch=sm_90"], name_expressions=["scale<float>"])
+        r.data, r.from_cache, r.lowered_name("scale<float>")
+
+The library is found through $PROGCACHE_LIBRARY (a path), then the loader's search path
+(libprogcache.so.1). Like cuda.core's ProgramCacheResource there is deliberately no
+``__contains__``: ``if key in cache: cache[key]`` races with other processes; use ``get``.
+"""
+
+import ctypes
+import ctypes.util
+import os
+
+__all__ = [
+    "Cache", "Compiled", "ProgcacheError", "InvalidArgumentError", "CacheIOError",
+    "CorruptError", "UnsupportedError", "BusyError", "PermissionDeniedError", "TooLargeError",
+    "CompileError", "CudaUnavailableError", "CudaError", "RemoteError", "InternalError",
+    "make_key", "version", "KEY_SIZE",
+]
+
+KEY_SIZE = 32
+_OK, _NOT_FOUND = 0, 1
+
+
+class ProgcacheError(Exception):
+    """A progcache call failed. ``status`` is the pcache_status code, ``args[0]`` the message."""
+
+    status = None
+
+    def __init__(self, message, status=None):
+        super().__init__(message)
+        if status is not None:
+            self.status = status
+
+
+class InvalidArgumentError(ProgcacheError, ValueError):
+    status = -1
+
+
+class CacheIOError(ProgcacheError, OSError):
+    status = -3
+
+
+class CorruptError(ProgcacheError):
+    status = -4
+
+
+class UnsupportedError(ProgcacheError):
+    status = -5
+
+
+class BusyError(ProgcacheError):
+    status = -6
+
+
+class PermissionDeniedError(ProgcacheError, PermissionError):
+    status = -7
+
+
+class TooLargeError(ProgcacheError, ValueError):
+    status = -8
+
+
+class CompileError(ProgcacheError):
+    """NVRTC rejected the program; ``log`` holds NVRTC's full log."""
+
+    status = -9
+    log = ""
+
+
+class CudaUnavailableError(ProgcacheError):
+    status = -10
+
+
+class CudaError(ProgcacheError):
+    status = -11
+
+
+class RemoteError(ProgcacheError):
+    status = -12
+
+
+class InternalError(ProgcacheError):
+    status = -13
+
+
+_ERRORS = {cls.status: cls for cls in (
+    InvalidArgumentError, CacheIOError, CorruptError, UnsupportedError, BusyError,
+    PermissionDeniedError, TooLargeError, CompileError, CudaUnavailableError, CudaError,
+    RemoteError, InternalError)}
+
+
+class _Options(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_uint32), ("flags", ctypes.c_uint32),
+                ("max_size_bytes", ctypes.c_uint64)]
+
+
+class _Stats(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_uint32), ("reserved", ctypes.c_uint32)] + [
+        (name, ctypes.c_uint64) for name in (
+            "hits", "misses", "puts", "deletes", "evictions", "bytes_read", "bytes_written",
+            "corrupt", "healed")]
+
+
+class _View(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("size", ctypes.c_size_t), ("token", ctypes.c_void_p)]
+
+
+_StrArray = ctypes.POINTER(ctypes.c_char_p)
+
+
+class _Program(ctypes.Structure):
+    _fields_ = [
+        ("struct_size", ctypes.c_uint32), ("code_type", ctypes.c_int32),
+        ("target", ctypes.c_int32), ("nvrtc_version", ctypes.c_uint32),
+        ("name", ctypes.c_char_p), ("source", ctypes.c_char_p), ("source_size", ctypes.c_size_t),
+        ("options", _StrArray), ("num_options", ctypes.c_size_t),
+        ("header_names", _StrArray), ("header_sources", _StrArray), ("num_headers", ctypes.c_size_t),
+        ("name_expressions", _StrArray), ("num_name_expressions", ctypes.c_size_t),
+        ("extra_digest", ctypes.c_void_p), ("extra_digest_size", ctypes.c_size_t),
+    ]
+
+
+def _load_library():
+    path = os.environ.get("PROGCACHE_LIBRARY")
+    candidates = [path] if path else ["libprogcache.so.1", ctypes.util.find_library("progcache")]
+    errors = []
+    for candidate in candidates:
+        if not candidate:
+            continue
+        try:
+            return ctypes.CDLL(candidate)
+        except OSError as exc:
+            errors.append(str(exc))
+    raise ImportError("cannot load libprogcache.so.1 (set PROGCACHE_LIBRARY): " + "; ".join(errors))
+
+
+_lib = _load_library()
+_status = ctypes.c_int32
+_handle = ctypes.c_void_p
+
+
+def _declare(name, restype, *argtypes):
+    fn = getattr(_lib, name)
+    fn.restype = restype
+    fn.argtypes = list(argtypes)
+    return fn
+
+
+_declare("pcache_options_init", _status, ctypes.POINTER(_Options), ctypes.c_uint32)
+_declare("pcache_open", _status, ctypes.c_char_p, ctypes.POINTER(_Options), ctypes.POINTER(_handle))
+_declare("pcache_close", _status, _handle)
+_declare("pcache_get", _status, _handle, ctypes.c_char_p, ctypes.c_size_t,
+         ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_size_t))
+_declare("pcache_get_into", _status, _handle, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_void_p,
+         ctypes.c_size_t, ctypes.POINTER(ctypes.c_size_t))
+_declare("pcache_free", None, ctypes.c_void_p)
+_declare("pcache_get_view", _status, _handle, ctypes.c_char_p, ctypes.c_size_t, ctypes.POINTER(_View))
+_declare("pcache_view_release", None, ctypes.POINTER(_View))
+_declare("pcache_put", _status, _handle, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_void_p, ctypes.c_size_t)
+_declare("pcache_delete", _status, _handle, ctypes.c_char_p, ctypes.c_size_t)
+_declare("pcache_count", _status, _handle, ctypes.POINTER(ctypes.c_uint64))
+_declare("pcache_size", _status, _handle, ctypes.POINTER(ctypes.c_uint64))
+_declare("pcache_clear", _status, _handle)
+_declare("pcache_get_stats", _status, _handle, ctypes.POINTER(_Stats))
+_declare("pcache_status_string", ctypes.c_char_p, _status)
+_declare("pcache_last_error", ctypes.c_char_p)
+_declare("pcache_version", ctypes.c_uint32)
+_declare("pcache_version_string", ctypes.c_char_p)
+_declare("pcache_make_key", _status, ctypes.POINTER(_Program), ctypes.c_char_p)
+_declare("pcache_compile", _status, _handle, ctypes.POINTER(_Program), ctypes.POINTER(_handle))
+_declare("pcache_compiled_data", ctypes.c_void_p, _handle, ctypes.POINTER(ctypes.c_size_t))
+_declare("pcache_compiled_from_cache", ctypes.c_int32, _handle)
+_declare("pcache_compiled_log", ctypes.c_char_p, _handle)
+_declare("pcache_compiled_lowered_name", ctypes.c_char_p, _handle, ctypes.c_char_p)
+_declare("pcache_compiled_key", ctypes.c_void_p, _handle)
+_declare("pcache_compiled_nvrtc_version", ctypes.c_uint32, _handle)
+_declare("pcache_compiled_compile_us", ctypes.c_uint64, _handle)
+_declare("pcache_compiled_elapsed_us", ctypes.c_uint64, _handle)
+_declare("pcache_compiled_free", None, _handle)
+
+
+def _check(status):
+    if status in (_OK, _NOT_FOUND):
+        return status
+    message = _lib.pcache_last_error().decode("utf-8", "replace")
+    if not message:
+        message = _lib.pcache_status_string(status).decode()
+    raise _ERRORS.get(status, ProgcacheError)(message, status)
+
+
+def _key(key):
+    if isinstance(key, str):
+        return key.encode("utf-8")
+    if isinstance(key, (bytes, bytearray, memoryview)):
+        return bytes(key)
+    raise TypeError("cache keys are bytes or str, not %s" % type(key).__name__)
+
+
+def _value(value):
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value)
+    code = getattr(value, "code", None)  # cuda.core ObjectCode and the like
+    if isinstance(code, (bytes, bytearray, memoryview)):
+        return bytes(code)
+    raise TypeError("cache values are bytes-like, not %s" % type(value).__name__)
+
+
+def version():
+    """The loaded library's version string."""
+    return _lib.pcache_version_string().decode()
+
+
+_TARGETS = {"cubin": 0, "ptx": 1, "ltoir": 2}
+_CODE_TYPES = {"c++": 0, "ptx": 1, "nvvm": 2}
+
+
+def _strings(items):
+    encoded = [s.encode("utf-8") if isinstance(s, str) else bytes(s) for s in items]
+    return (ctypes.c_char_p * max(len(encoded), 1))(*encoded), len(encoded)
+
+
+def _program(source, name, options, target, code_type, name_expressions, headers, extra_digest):
+    src = source.encode("utf-8") if isinstance(source, str) else bytes(source)
+    keep = []
+    prog = _Program()
+    prog.struct_size = ctypes.sizeof(_Program)
+    prog.code_type = _CODE_TYPES[code_type]
+    prog.target = _TARGETS[target]
+    prog.name = name.encode("utf-8")
+    prog.source = src
+    prog.source_size = len(src)
+    arr, n = _strings(options)
+    keep.append(arr)
+    prog.options, prog.num_options = ctypes.cast(arr, _StrArray), n
+    headers = dict(headers or {})
+    names, n = _strings(headers.keys())
+    texts, _ = _strings(headers.values())
+    keep += [names, texts]
+    prog.header_names, prog.header_sources, prog.num_headers = (
+        ctypes.cast(names, _StrArray), ctypes.cast(texts, _StrArray), n)
+    exprs, n = _strings(name_expressions)
+    keep.append(exprs)
+    prog.name_expressions, prog.num_name_expressions = ctypes.cast(exprs, _StrArray), n
+    if extra_digest is not None:
+        digest = ctypes.create_string_buffer(bytes(extra_digest), len(extra_digest))
+        keep.append(digest)
+        prog.extra_digest, prog.extra_digest_size = ctypes.cast(digest, ctypes.c_void_p), len(extra_digest)
+    return prog, (src, keep)
+
+
+def make_key(source, *, name="default_program", options=(), target="cubin", code_type="c++",
+             name_expressions=(), headers=None, extra_digest=None, nvrtc_version=0):
+    """The 32-byte key of a program description (pcache_make_key)."""
+    prog, _keep = _program(source, name, options, target, code_type, name_expressions, headers, extra_digest)
+    prog.nvrtc_version = nvrtc_version
+    out = ctypes.create_string_buffer(KEY_SIZE)
+    _check(_lib.pcache_make_key(ctypes.byref(prog), out))
+    return out.raw
+
+
+class Compiled:
+    """The result of Cache.compile(): ``data`` (bytes), ``from_cache``, ``log``, ``key``,
+    ``nvrtc_version``, ``compile_us``, ``elapsed_us`` and ``lowered_name(expression)``."""
+
+    def __init__(self, handle):
+        self._handle = handle
+        size = ctypes.c_size_t()
+        ptr = _lib.pcache_compiled_data(handle, ctypes.byref(size))
+        self.data = ctypes.string_at(ptr, size.value) if size.value else b""
+        self.from_cache = bool(_lib.pcache_compiled_from_cache(handle))
+        self.log = _lib.pcache_compiled_log(handle).decode("utf-8", "replace")
+        self.key = ctypes.string_at(_lib.pcache_compiled_key(handle), KEY_SIZE)
+        self.nvrtc_version = _lib.pcache_compiled_nvrtc_version(handle)
+        self.compile_us = _lib.pcache_compiled_compile_us(handle)
+        self.elapsed_us = _lib.pcache_compiled_elapsed_us(handle)
+
+    def lowered_name(self, expression):
+        """The mangled symbol of a name expression given at compile time, or None."""
+        if self._handle is None:
+            raise ValueError("result is closed")
+        name = _lib.pcache_compiled_lowered_name(self._handle, expression.encode("utf-8"))
+        return name.decode() if name is not None else None
+
+    def close(self):
+        if self._handle is not None:
+            _lib.pcache_compiled_free(self._handle)
+            self._handle = None
+
+    def __del__(self):
+        self.close()
+
+
+class Cache:
+    """A progcache cache: a bytes-in, bytes-out mapping with LRU eviction.
+
+    ``uri``: None for the default cache, or "memory:", "sqlite:PATH", "filestream:DIR".
+    ``max_size_bytes``: cap on the sum of stored value sizes (0: unbounded, or $PCACHE_MAX_SIZE).
+    """
+
+    def __init__(self, uri=None, max_size_bytes=0):
+        options = _Options()
+        _check(_lib.pcache_options_init(ctypes.byref(options), ctypes.sizeof(_Options)))
+        if max_size_bytes:
+            options.max_size_bytes = max_size_bytes
+        handle = _handle()
+        _check(_lib.pcache_open(uri.encode("utf-8") if uri else None, ctypes.byref(options),
+                                ctypes.byref(handle)))
+        self._handle = handle
+
+    def _h(self):
+        if self._handle is None:
+            raise ValueError("cache is closed")
+        return self._handle
+
+    def __setitem__(self, key, value):
+        k, v = _key(key), _value(value)
+        buf = ctypes.create_string_buffer(v, len(v)) if v else None
+        _check(_lib.pcache_put(self._h(), k, len(k), ctypes.cast(buf, ctypes.c_void_p) if buf else None, len(v)))
+
+    def __getitem__(self, key):
+        k = _key(key)
+        data, size = ctypes.c_void_p(), ctypes.c_size_t()
+        if _check(_lib.pcache_get(self._h(), k, len(k), ctypes.byref(data), ctypes.byref(size))) == _NOT_FOUND:
+            raise KeyError(key)
+        try:
+            return ctypes.string_at(data, size.value) if size.value else b""
+        finally:
+            _lib.pcache_free(data)
+
+    def __delitem__(self, key):
+        k = _key(key)
+        if _check(_lib.pcache_delete(self._h(), k, len(k))) == _NOT_FOUND:
+            raise KeyError(key)
+
+    def __contains__(self, key):
+        raise TypeError("progcache.Cache has no 'in': another process can change the cache between "
+                        "the test and the read; use cache.get(key) instead")
+
+    def get(self, key, default=None):
+        """self[key], or default on a miss."""
+        try:
+            return self[key]
+        except KeyError:
+            return default
+
+    def update(self, items):
+        """Stores every (key, value) of a mapping or an iterable of pairs; not transactional."""
+        pairs = items.items() if hasattr(items, "items") else items
+        for key, value in pairs:
+            self[key] = value
+
+    def __len__(self):
+        n = ctypes.c_uint64()
+        _check(_lib.pcache_count(self._h(), ctypes.byref(n)))
+        return n.value
+
+    @property
+    def size_bytes(self):
+        """Sum of the stored value sizes."""
+        n = ctypes.c_uint64()
+        _check(_lib.pcache_size(self._h(), ctypes.byref(n)))
+        return n.value
+
+    def stats(self):
+        """This handle's counters as a dict (hits, misses, puts, deletes, evictions, ...)."""
+        s = _Stats()
+        s.struct_size = ctypes.sizeof(_Stats)
+        _check(_lib.pcache_get_stats(self._h(), ctypes.byref(s)))
+        return {name: getattr(s, name) for name, _ in _Stats._fields_[2:]}
+
+    def clear(self):
+        _check(_lib.pcache_clear(self._h()))
+
+    def compile(self, source, *, name="default_program", options=(), target="cubin",
+                name_expressions=(), headers=None, extra_digest=None):
+        """Compiles CUDA C++ with NVRTC through the cache (pcache_compile) and returns a Compiled.
+        Raises CompileError (with .log) when NVRTC rejects the program."""
+        prog, _keep = _program(source, name, options, target, "c++", name_expressions, headers, extra_digest)
+        handle = _handle()
+        status = _lib.pcache_compile(self._h(), ctypes.byref(prog), ctypes.byref(handle))
+        if status == -9:  # keep the log, free the result
+            result = Compiled(handle)
+            result.close()
+            err = CompileError(_lib.pcache_last_error().decode("utf-8", "replace"), status)
+            err.log = result.log
+            raise err
+        _check(status)
+        return Compiled(handle)
+
+    def close(self):
+        """Releases the handle; stored entries of persistent caches stay."""
+        if getattr(self, "_handle", None) is not None:
+            _lib.pcache_close(self._handle)
+            self._handle = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        self.close()

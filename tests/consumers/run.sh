@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Installs the build into a temporary prefix and builds three independent consumers against it:
+# CMake find_package (C++), plain cc with pkg-config (C), and dlopen by symbol name (C).
+set -euo pipefail
+build=$1 src=$2
+work=$(mktemp -d "${TMPDIR:-/tmp}/pcache-consumers-XXXXXX")
+trap 'rm -rf "$work"' EXIT
+prefix=$work/prefix
+cmake --install "$build" --prefix "$prefix" >/dev/null
+libdir=$(dirname "$(find "$prefix" -name 'libprogcache.so.1' | head -1)")
+export LD_LIBRARY_PATH=$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+here=$src/tests/consumers
+
+cmake -S "$here/cmake_cxx" -B "$work/cxx" -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
+cmake --build "$work/cxx" >/dev/null
+"$work/cxx/consumer" "sqlite:$work/cache.db"
+
+export PKG_CONFIG_PATH=$libdir/pkgconfig
+cc -std=c99 -Wall -Wextra -Werror -pedantic "$here/pkgconfig_c/main.c" $(pkg-config --cflags --libs progcache) -o "$work/pc"
+"$work/pc"
+
+cc -std=c99 -Wall -Wextra -Werror "$here/dlopen_c/main.c" -I"$prefix/include" -ldl -o "$work/dl"
+"$work/dl"
+
+# The installed command works too.
+"$prefix/bin/progcache" --cache "sqlite:$work/cache.db" stats >/dev/null
+echo "consumers: 3 passed, 0 failed"
