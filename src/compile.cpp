@@ -220,7 +220,9 @@ std::shared_ptr<CompileResult> compile_through_cache(Cache *cache, ProgramDesc p
     flight->done = true;
   }
   flight->done_cv.notify_all();
-  return finish(std::move(result));
+  // The published result is shared with the waiters and never written again: the leader times
+  // its own copy.
+  return finish(std::make_shared<CompileResult>(*result));
 }
 
 std::shared_ptr<CompileResult> recompile(Cache *cache, ProgramDesc program,

@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Builds the Debian packages, unpacks them into a scratch root with dpkg -x, checks their
+# dependencies (SQLite, OpenSSL, xxhash; never CUDA), and builds a consumer against that root.
+set -euo pipefail
+build=$1 src=$2
+work=$(mktemp -d "${TMPDIR:-/tmp}/pcache-deb-XXXXXX")
+trap 'rm -rf "$work"' EXIT
+(cd "$build" && cpack -G DEB -B "$work/debs" >/dev/null)
+debs=("$work"/debs/*.deb)
+[ ${#debs[@]} -eq 3 ] || { echo "expected 3 packages, got: ${debs[*]}"; exit 1; }
+for name in libprogcache1 libprogcache-dev progcache; do
+  deb=$(ls "$work"/debs/${name}_*.deb)
+  dpkg-deb -f "$deb" Package | grep -qx "$name"
+  dpkg-deb -x "$deb" "$work/root"
+done
+lib=$(ls "$work"/debs/libprogcache1_*.deb)
+deps=$(dpkg-deb -f "$lib" Depends)
+echo "libprogcache1 Depends: $deps"
+grep -q libsqlite3 <<<"$deps" && grep -q libssl3 <<<"$deps"
+if grep -qi cuda <<<"$deps"; then echo "the library package depends on CUDA"; exit 1; fi
+dpkg-deb --ctrl-tarfile "$lib" | tar -t | grep -q shlibs
+dev_deps=$(dpkg-deb -f "$(ls "$work"/debs/libprogcache-dev_*.deb)" Depends)
+grep -q 'libprogcache1 (= ' <<<"$dev_deps"
+root=$work/root/usr
+test -f "$root/include/progcache/progcache.h"
+test -x "$root/bin/progcache"
+test -f "$root/share/man/man1/progcache.1"
+pc=$(dirname "$(find "$root" -name progcache.pc)")
+export PKG_CONFIG_PATH=$pc
+cc -std=c99 -Wall -Werror "$src/tests/consumers/pkgconfig_c/main.c" $(pkg-config --cflags --libs progcache) -o "$work/consumer"
+LD_LIBRARY_PATH=$(dirname "$(find "$root" -name 'libprogcache.so.1')") "$work/consumer"
+echo "package: 3 passed, 0 failed"

@@ -1,0 +1,138 @@
+"""Tests of capi/python/progcache.py against the built library (PROGCACHE_LIBRARY)."""
+
+import os
+import tempfile
+import unittest
+
+import progcache
+
+KERNEL = """
+template <typename T> __global__ void scale(T *x, T a, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) x[i] *= a;
+}
+"""
+
+
+class MappingTest(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.TemporaryDirectory()
+        self.cache = progcache.Cache("sqlite:" + os.path.join(self.dir.name, "c.db"))
+
+    def tearDown(self):
+        self.cache.close()
+        self.dir.cleanup()
+
+    def test_bytes_in_bytes_out(self):
+        self.cache[b"k"] = b"value"
+        self.assertEqual(self.cache[b"k"], b"value")
+        self.cache[b"k2"] = bytearray(b"ba")
+        self.cache[b"k3"] = memoryview(b"mv")
+        self.assertEqual(self.cache[b"k2"], b"ba")
+        self.assertIsInstance(self.cache[b"k3"], bytes)
+        self.cache[b"empty"] = b""
+        self.assertEqual(self.cache[b"empty"], b"")
+
+    def test_str_keys_are_utf8(self):
+        self.cache["k\u00e9"] = b"x"
+        self.assertEqual(self.cache["k\u00e9".encode("utf-8")], b"x")
+        self.cache["k"] = b"1"
+        self.assertEqual(self.cache[b"k"], b"1")
+
+    def test_miss_raises_key_error_and_get_defaults(self):
+        with self.assertRaises(KeyError):
+            self.cache[b"absent"]
+        self.assertIsNone(self.cache.get(b"absent"))
+        self.assertEqual(self.cache.get(b"absent", b"d"), b"d")
+
+    def test_delete_len_clear_update(self):
+        self.cache.update({b"a": b"1", "b": b"22"})
+        self.cache.update([(b"c", b"333")])
+        self.assertEqual(len(self.cache), 3)
+        self.assertEqual(self.cache.size_bytes, 6)
+        del self.cache[b"a"]
+        with self.assertRaises(KeyError):
+            del self.cache[b"a"]
+        self.assertEqual(len(self.cache), 2)
+        self.cache.clear()
+        self.assertEqual(len(self.cache), 0)
+
+    def test_no_contains(self):
+        self.cache[b"k"] = b"v"
+        with self.assertRaises(TypeError):
+            b"k" in self.cache
+
+    def test_errors_are_typed(self):
+        with self.assertRaises(progcache.InvalidArgumentError):
+            self.cache[b""] = b"v"
+        with self.assertRaises(TypeError):
+            self.cache[12] = b"v"
+        with self.assertRaises(TypeError):
+            self.cache[b"k"] = "not bytes"
+        with self.assertRaises(progcache.InvalidArgumentError) as ctx:
+            progcache.Cache("nosuch:")
+        self.assertIn("memory:", str(ctx.exception))
+        self.assertEqual(ctx.exception.status, -1)
+
+    def test_cap_and_too_large(self):
+        with progcache.Cache("memory:", max_size_bytes=10) as small:
+            small[b"a"] = b"12345"
+            small[b"b"] = b"12345"
+            small[b"c"] = b"12345"
+            self.assertIsNone(small.get(b"a"))
+            with self.assertRaises(progcache.TooLargeError):
+                small[b"big"] = b"x" * 11
+            self.assertEqual(small.stats()["evictions"], 1)
+
+    def test_context_manager_closes(self):
+        with progcache.Cache("memory:") as c:
+            c[b"k"] = b"v"
+        with self.assertRaises(ValueError):
+            c[b"k"]
+
+    def test_persists_across_handles(self):
+        self.cache[b"p"] = b"persisted"
+        self.cache.close()
+        with progcache.Cache("sqlite:" + os.path.join(self.dir.name, "c.db")) as again:
+            self.assertEqual(again[b"p"], b"persisted")
+        self.cache = progcache.Cache("memory:")
+
+
+class CompileTest(unittest.TestCase):
+    def test_compile_miss_then_hit_with_lowered_names(self):
+        with tempfile.TemporaryDirectory() as d, progcache.Cache("filestream:" + d) as cache:
+            first = cache.compile(KERNEL, name="scale.cu", options=["-arch=sm_90"],
+                                  name_expressions=["scale<float>"])
+            self.assertFalse(first.from_cache)
+            self.assertEqual(first.data[:4], b"\x7fELF")
+            second = cache.compile(KERNEL, name="scale.cu", options=["-arch", "sm_90"],
+                                   name_expressions=["scale<float>"])
+            self.assertTrue(second.from_cache)
+            self.assertEqual(second.data, first.data)
+            self.assertEqual(second.lowered_name("scale<float>"), "_Z5scaleIfEvPT_S0_i")
+            self.assertIsNone(second.lowered_name("other"))
+            self.assertEqual(cache[first.key], first.data)
+            key = progcache.make_key(KERNEL, name="scale.cu", options=["-arch=sm_90"],
+                                     name_expressions=["scale<float>"],
+                                     nvrtc_version=first.nvrtc_version)
+            self.assertEqual(key, first.key)
+
+    def test_compile_error_carries_the_log(self):
+        with progcache.Cache("memory:") as cache:
+            with self.assertRaises(progcache.CompileError) as ctx:
+                cache.compile("__global__ void k() { nope(); }")
+            self.assertIn("nope", ctx.exception.log)
+            stored = len(cache)  # at most the NVRTC-version memo, never the failed program
+            self.assertLessEqual(stored, 1)
+            with self.assertRaises(progcache.CompileError):
+                cache.compile("__global__ void k2() { nope2(); }")
+            self.assertEqual(len(cache), stored)
+
+
+class VersionTest(unittest.TestCase):
+    def test_version(self):
+        self.assertRegex(progcache.version(), r"^\d+\.\d+\.\d+$")
+
+
+if __name__ == "__main__":
+    unittest.main()
