@@ -50,7 +50,9 @@ PCACHE_SAME(PCACHE_ERR_REMOTE, remote);
 PCACHE_SAME(PCACHE_ERR_INTERNAL, internal);
 static_assert(PCACHE_KEY_SIZE == progcache::kKeySize);
 static_assert(PCACHE_MAX_KEY_SIZE == progcache::kMaxKeySize);
-static_assert(sizeof(pcache_options) == 16 && offsetof(pcache_options, max_size_bytes) == 8);
+static_assert(sizeof(pcache_options) == 32 && offsetof(pcache_options, max_size_bytes) == 8 &&
+              offsetof(pcache_options, secret) == 16 &&
+              offsetof(pcache_options, secret_size) == 24);
 static_assert(sizeof(pcache_stats) == 80);
 
 namespace {
@@ -148,7 +150,7 @@ pcache_status pcache_options_init(pcache_options *options, uint32_t struct_size)
     if (struct_size < kOptionsV1Size)
       throw invalid("struct_size " + std::to_string(struct_size) +
                     " is smaller than any pcache_options (16)");
-    std::memset(options, 0, struct_size);
+    std::memset(options, 0, struct_size);  // a newer caller's unknown tail is zeroed
     options->struct_size = struct_size;
     options->max_size_bytes = progcache::default_max_size();
     return PCACHE_OK;
@@ -167,8 +169,17 @@ pcache_status pcache_open(const char *uri, const pcache_options *options, pcache
                       " is too small (fill options with pcache_options_init)");
       pcache_options known{};
       std::memcpy(&known, options, std::min<size_t>(options->struct_size, sizeof known));
-      if (known.flags != 0) throw invalid("options->flags must be 0");
+      constexpr uint32_t kKnownFlags = PCACHE_OPEN_ALLOW_SHARED | PCACHE_OPEN_ALLOW_PRIVILEGED;
+      if (known.flags & ~kKnownFlags)
+        throw invalid("options->flags has unknown bits " +
+                      std::to_string(known.flags & ~kKnownFlags));
       core.max_size_bytes = known.max_size_bytes;
+      core.allow_shared = known.flags & PCACHE_OPEN_ALLOW_SHARED;
+      core.allow_privileged = known.flags & PCACHE_OPEN_ALLOW_PRIVILEGED;
+      if (known.secret_size && !known.secret)
+        throw invalid("options->secret is NULL with a non-zero secret_size");
+      if (known.secret)
+        core.secret = std::string(static_cast<const char *>(known.secret), known.secret_size);
     }
     auto handle = std::make_unique<pcache>();
     handle->cache = progcache::Cache::open(uri ? uri : "", core);

@@ -26,6 +26,7 @@ std::string take_thread_warning();
 
 struct BackendConfig {
   uint64_t max_size_bytes = 0;  // 0 = unbounded; the cap on the sum of payload sizes
+  bool allow_shared = false;    // accept directories/files other users own or can write
   BackendEvents *events = nullptr;
 };
 

@@ -8,6 +8,7 @@
 #include "filestream_backend.hpp"
 #include "memory_backend.hpp"
 #include "sqlite_backend.hpp"
+#include "trust.hpp"
 #include "uri.hpp"
 
 namespace progcache {
@@ -55,6 +56,15 @@ std::unique_ptr<Cache> Cache::open(std::string_view uri_text, const CacheOptions
   BackendConfig config;
   config.max_size_bytes = options.max_size_bytes;
   config.events = &cache->events_;
+  const char *shared = trusted_env("PCACHE_ALLOW_SHARED");
+  config.allow_shared = options.allow_shared || (shared && std::string(shared) == "1");
+  if (uri.scheme != "memory" && process_is_privileged() && !options.allow_privileged)
+    throw Error(Status::permission,
+                "this is a setuid/setgid process: persistent caches are off, so that it never "
+                "loads binaries from a directory its caller controls (open with "
+                "PCACHE_OPEN_ALLOW_PRIVILEGED to override, or use memory:)");
+  if (auto secret = options.secret ? options.secret : secret_from_env())
+    cache->mac_ = std::make_unique<MacKey>(ByteView(*secret));
   if (uri.scheme == "memory") {
     uri.expect_no_params();
     cache->backend_ = std::make_unique<MemoryBackend>(config);
@@ -84,7 +94,9 @@ std::optional<Hit> Cache::get(ByteView key, bool count_stats) {
     return std::nullopt;
   }
   std::string why;
-  auto parts = decode_entry(record->view(), key, !backend_->in_process(), &why);
+  const bool from_storage = !backend_->in_process();
+  auto parts =
+      decode_entry(record->view(), key, from_storage, &why, from_storage ? mac_.get() : nullptr);
   if (!parts) {
     // Damaged or foreign bytes: never returned. Remove them so the next put heals the entry.
     try {
@@ -128,7 +140,7 @@ void Cache::put(ByteView key, ByteView payload, ByteView meta) {
     throw Error(Status::too_large, "value of " + std::to_string(payload.size) +
                                        " bytes exceeds this backend's limit of " +
                                        std::to_string(backend_->max_payload_size()));
-  backend_->put(key, encode_entry(key, meta, payload), payload.size);
+  backend_->put(key, encode_entry(key, meta, payload, mac_.get()), payload.size);
   puts_.fetch_add(1, std::memory_order_relaxed);
   bytes_written_.fetch_add(payload.size, std::memory_order_relaxed);
 }

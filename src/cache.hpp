@@ -8,11 +8,15 @@
 #include <string_view>
 
 #include "backend.hpp"
+#include "entry.hpp"
 
 namespace progcache {
 
 struct CacheOptions {
   uint64_t max_size_bytes = 0;
+  bool allow_shared = false;          // trust directories other users own or can write
+  bool allow_privileged = false;      // persistent caches in setuid/setgid processes
+  std::optional<std::string> secret;  // sign and verify entries (else $PCACHE_SECRET_FILE)
 };
 
 struct CacheStats {
@@ -69,6 +73,7 @@ class Cache {
   CacheOptions options_;
   BackendEvents events_;
   std::unique_ptr<Backend> backend_;
+  std::unique_ptr<MacKey> mac_;
   void count_op();
   std::atomic<uint64_t> pending_hits_{0}, pending_misses_{0}, pending_saved_us_{0},
       flushed_evictions_{0}, ops_since_flush_{0};

@@ -9,6 +9,7 @@
 #include <mutex>
 
 #include "error.hpp"
+#include "trust.hpp"
 
 namespace progcache {
 
@@ -70,7 +71,7 @@ Driver &Driver::get() {
   static std::unique_ptr<Driver> unusable;  // loaded, but cuInit failed: kept for describe()
   static std::string failure;
   std::call_once(once, [] {
-    const char *env = std::getenv("PCACHE_LIBCUDA");
+    const char *env = trusted_env("PCACHE_LIBCUDA");
     const std::string path = env && *env ? env : "libcuda.so.1";
     void *h = ::dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (!h) {

@@ -1,13 +1,20 @@
 #include "entry.hpp"
 
+#include <openssl/core_names.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/params.h>
 #include <xxhash.h>
 
 #include <cstring>
+
+#include "error.hpp"
 
 namespace progcache {
 namespace {
 
 constexpr char kMagic[4] = {'P', 'C', 'E', 'N'};
+constexpr uint16_t kFlagMac = 1;
 
 void store_le(uint8_t *p, uint64_t v, int n) {
   for (int i = 0; i < n; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
@@ -28,7 +35,41 @@ void checksum(const uint8_t *record, size_t body_size, uint8_t out[16]) {
 
 }  // namespace
 
-Blob encode_entry(ByteView key, ByteView meta, ByteView payload) {
+MacKey::MacKey(ByteView secret) {
+  unsigned int n = 0;
+  EVP_MD *md = EVP_MD_fetch(nullptr, "BLAKE2B-512", nullptr);
+  if (!md) md = EVP_MD_fetch(nullptr, "SHA512", nullptr);  // FIPS providers: no BLAKE2b
+  const bool ok = md && EVP_Digest(secret.data, secret.size, key_, &n, md, nullptr) == 1;
+  EVP_MD_free(md);
+  if (!ok || n != sizeof key_) throw Error(Status::internal, "cannot derive the MAC key");
+}
+
+void MacKey::sign(const uint8_t *record, size_t body_size, uint8_t out[16]) const {
+  // BLAKE2BMAC with a 16-byte output; HMAC-SHA256 truncated to 16 under FIPS providers.
+  static EVP_MAC *const blake = EVP_MAC_fetch(nullptr, "BLAKE2BMAC", nullptr);
+  static EVP_MAC *const hmac = blake ? nullptr : EVP_MAC_fetch(nullptr, "HMAC", nullptr);
+  EVP_MAC_CTX *ctx = EVP_MAC_CTX_new(blake ? blake : hmac);
+  if (!ctx) throw Error(Status::internal, "OpenSSL has neither BLAKE2BMAC nor HMAC");
+  size_t out_size = 16;
+  char digest[] = "SHA256";
+  OSSL_PARAM params[2];
+  if (blake)
+    params[0] = OSSL_PARAM_construct_size_t("size", &out_size);
+  else
+    params[0] = OSSL_PARAM_construct_utf8_string("digest", digest, 0);
+  params[1] = OSSL_PARAM_construct_end();
+  uint8_t full[64];
+  size_t n = 0;
+  const bool ok = EVP_MAC_init(ctx, key_, sizeof key_, params) == 1 &&
+                  EVP_MAC_update(ctx, record, 32) == 1 &&
+                  EVP_MAC_update(ctx, record + kEntryHeaderSize, body_size) == 1 &&
+                  EVP_MAC_final(ctx, full, &n, sizeof full) == 1 && n >= 16;
+  EVP_MAC_CTX_free(ctx);
+  if (!ok) throw Error(Status::internal, "OpenSSL MAC computation failed");
+  std::memcpy(out, full, 16);
+}
+
+Blob encode_entry(ByteView key, ByteView meta, ByteView payload, const MacKey *mac) {
   // Zero padding after the metadata puts the payload on a 16-byte boundary of the record (and so
   // of every buffer holding it): drivers parse cubins as ELF structures in place.
   const size_t pad = (16 - (kEntryHeaderSize + key.size + meta.size) % 16) % 16;
@@ -47,7 +88,9 @@ Blob encode_entry(ByteView key, ByteView meta, ByteView payload) {
   if (meta.size) std::memcpy(q + key.size, meta.data, meta.size);
   std::memset(q + key.size + meta.size, 0, pad);
   if (payload.size) std::memcpy(q + key.size + meta.size + pad, payload.data, payload.size);
+  if (mac) store_le(p + 6, kFlagMac, 2);
   checksum(p, body, p + 32);
+  if (mac) mac->sign(p, body, p + 48);
   return b;
 }
 
@@ -65,9 +108,11 @@ std::optional<EntryParts> parse_entry(ByteView record, std::string *why) {
   const uint8_t *p = record.data;
   if (std::memcmp(p, kMagic, 4) != 0) return fail("bad entry magic");
   if (load_le(p + 4, 2) != kEntryFormatVersion) return fail("unknown entry format version");
-  if (load_le(p + 6, 2) != 0) return fail("unknown entry flags");
-  for (size_t i = 48; i < kEntryHeaderSize; ++i)
-    if (p[i] != 0) return fail("reserved entry header bytes are not zero");
+  const uint64_t flags = load_le(p + 6, 2);
+  if (flags & ~uint64_t(kFlagMac)) return fail("unknown entry flags");
+  if (!(flags & kFlagMac))
+    for (size_t i = 48; i < kEntryHeaderSize; ++i)
+      if (p[i] != 0) return fail("reserved entry header bytes are not zero");
   const uint64_t key_size = load_le(p + 8, 4);
   const uint64_t meta_size = load_le(p + 12, 4);
   const uint64_t payload_size = load_le(p + 16, 8);
@@ -86,7 +131,7 @@ std::optional<EntryParts> parse_entry(ByteView record, std::string *why) {
 }
 
 std::optional<EntryParts> decode_entry(ByteView record, ByteView expected_key, bool verify_checksum,
-                                       std::string *why) {
+                                       std::string *why, const MacKey *mac) {
   auto parts = parse_entry(record, why);
   if (!parts) return parts;
   if (!(parts->key == expected_key)) {
@@ -98,6 +143,18 @@ std::optional<EntryParts> decode_entry(ByteView record, ByteView expected_key, b
     checksum(record.data, record.size - kEntryHeaderSize, sum);
     if (std::memcmp(sum, record.data + 32, 16) != 0) {
       if (why) *why = "entry checksum mismatch";
+      return std::nullopt;
+    }
+  }
+  if (mac) {
+    if (!(load_le(record.data + 6, 2) & kFlagMac)) {
+      if (why) *why = "entry is not signed with the configured secret (no MAC)";
+      return std::nullopt;
+    }
+    uint8_t expected[16];
+    mac->sign(record.data, record.size - kEntryHeaderSize, expected);
+    if (CRYPTO_memcmp(expected, record.data + 48, 16) != 0) {
+      if (why) *why = "entry MAC does not match the configured secret (forged or foreign)";
       return std::nullopt;
     }
   }

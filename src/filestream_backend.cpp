@@ -17,6 +17,7 @@
 
 #include "entry.hpp"
 #include "error.hpp"
+#include "trust.hpp"
 
 namespace progcache {
 namespace {
@@ -100,6 +101,7 @@ FileStreamBackend::FileStreamBackend(Uri &uri, const BackendConfig &config)
   make_dirs(dir_);
   dir_fd_ = Fd(::open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (!dir_fd_) throw_errno("cannot open cache directory '" + dir_ + "'");
+  check_private_dir(dir_, dir_fd_.get(), config_.allow_shared);
   if (::mkdirat(dir_fd_.get(), kTmpDir, 0700) != 0 && errno != EEXIST && errno != EROFS &&
       errno != EACCES)
     throw_errno("cannot create '" + dir_ + "/tmp'");

@@ -15,6 +15,7 @@
 #include <mutex>
 
 #include "error.hpp"
+#include "trust.hpp"
 
 namespace progcache {
 
@@ -44,8 +45,8 @@ std::atomic<bool> g_loaded{false};
 std::vector<std::string> search_dirs() {
   std::vector<std::string> dirs;
   for (const char *var : {"CUDA_HOME", "CUDA_PATH"})
-    if (const char *v = std::getenv(var); v && *v) dirs.push_back(std::string(v) + "/lib64");
-  if (const char *v = std::getenv("LD_LIBRARY_PATH"); v && *v) {
+    if (const char *v = trusted_env(var); v && *v) dirs.push_back(std::string(v) + "/lib64");
+  if (const char *v = trusted_env("LD_LIBRARY_PATH"); v && *v) {
     std::string s = v;
     size_t start = 0;
     while (start <= s.size()) {
@@ -85,7 +86,7 @@ NvrtcLocation locate_nvrtc() {
   // chosen file, which still notices an NVRTC replaced in place.
   static std::mutex mutex;
   static std::map<std::string, NvrtcLocation> found;
-  const char *env = std::getenv("PCACHE_NVRTC_LIBRARY");
+  const char *env = trusted_env("PCACHE_NVRTC_LIBRARY");
   const std::string setting = env ? env : "";
   {
     std::lock_guard lock(mutex);
@@ -105,7 +106,7 @@ NvrtcLocation locate_nvrtc() {
 namespace {
 NvrtcLocation scan_for_nvrtc() {
   NvrtcLocation loc;
-  if (const char *explicit_path = std::getenv("PCACHE_NVRTC_LIBRARY");
+  if (const char *explicit_path = trusted_env("PCACHE_NVRTC_LIBRARY");
       explicit_path && *explicit_path) {
     loc.tried.push_back(explicit_path);
     loc.identity = identity_of(explicit_path, &loc.path);

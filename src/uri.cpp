@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "error.hpp"
+#include "trust.hpp"
 
 namespace progcache {
 
@@ -12,7 +13,7 @@ namespace {
 constexpr const char *kSchemes = "memory:, sqlite:PATH, filestream:DIR";
 
 std::string env(const char *name) {
-  const char *v = std::getenv(name);
+  const char *v = trusted_env(name);
   return v ? v : "";
 }
 }  // namespace
@@ -162,7 +163,7 @@ int64_t parse_duration_seconds(const std::string &what, const std::string &text)
 }
 
 uint64_t default_max_size() {
-  const char *v = std::getenv("PCACHE_MAX_SIZE");
+  const char *v = trusted_env("PCACHE_MAX_SIZE");
   if (!v || !*v) return 0;
   return parse_size("PCACHE_MAX_SIZE", v);
 }

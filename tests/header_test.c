@@ -11,5 +11,5 @@ int header_test_c(void) {
   (void)s;
   (void)v;
   (void)p;
-  return PCACHE_OK + PCACHE_KEY_SIZE + (int)PCACHE_VERSION_NUMBER;
+  return PCACHE_OPEN_ALLOW_SHARED + PCACHE_OK + PCACHE_KEY_SIZE + (int)PCACHE_VERSION_NUMBER;
 }

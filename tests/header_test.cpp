@@ -9,10 +9,13 @@ static_assert(std::is_same_v<pcache_status, int32_t>);
 static_assert(std::is_standard_layout_v<pcache_options> && std::is_trivial_v<pcache_options>);
 
 // Growable structs: the first published sizes never shrink, fields never move.
-static_assert(sizeof(pcache_options) == 16);
+static_assert(sizeof(pcache_options) == 32);  // version 1 was 16 bytes: still accepted
 static_assert(offsetof(pcache_options, struct_size) == 0);
 static_assert(offsetof(pcache_options, flags) == 4);
 static_assert(offsetof(pcache_options, max_size_bytes) == 8);
+static_assert(offsetof(pcache_options, secret) == 16 &&
+              offsetof(pcache_options, secret_size) == 24);
+static_assert(PCACHE_OPEN_ALLOW_SHARED == 1 && PCACHE_OPEN_ALLOW_PRIVILEGED == 2);
 static_assert(sizeof(pcache_stats) == 80);
 static_assert(offsetof(pcache_stats, hits) == 8);
 static_assert(offsetof(pcache_stats, corrupt) == 64);

@@ -20,11 +20,14 @@ module progcache
   integer(c_int32_t), parameter :: PCACHE_TARGET_CUBIN = 0, PCACHE_TARGET_PTX = 1, &
     PCACHE_TARGET_LTOIR = 2
   integer, parameter :: PCACHE_KEY_SIZE = 32
+  integer(c_int32_t), parameter :: PCACHE_OPEN_ALLOW_SHARED = 1, PCACHE_OPEN_ALLOW_PRIVILEGED = 2
 
   type, bind(C) :: pcache_options
     integer(c_int32_t) :: struct_size
     integer(c_int32_t) :: flags
     integer(c_int64_t) :: max_size_bytes
+    type(c_ptr) :: secret
+    integer(c_int64_t) :: secret_size
   end type
 
   type, bind(C) :: pcache_stats

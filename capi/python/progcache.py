@@ -98,7 +98,8 @@ _ERRORS = {cls.status: cls for cls in (
 
 class _Options(ctypes.Structure):
     _fields_ = [("struct_size", ctypes.c_uint32), ("flags", ctypes.c_uint32),
-                ("max_size_bytes", ctypes.c_uint64)]
+                ("max_size_bytes", ctypes.c_uint64), ("secret", ctypes.c_void_p),
+                ("secret_size", ctypes.c_uint64)]
 
 
 class _Stats(ctypes.Structure):

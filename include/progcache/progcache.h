@@ -19,6 +19,8 @@
  *   memory the library returns is released with the function named in its comment.
  * - Threads: a pcache handle may be used by many threads at once. A handle must not be used
  *   after pcache_close() (doing so is undefined behaviour, as with free()).
+ * - Environment: in setuid/setgid processes the library ignores every PCACHE_* variable
+ *   (secure_getenv), so a caller cannot redirect a privileged program's cache or libraries.
  * - fork(): a handle opened before fork() may be used in the child; persistent backends detect
  *   the new process and open their own connection/descriptors (the parent's are not touched).
  * - No C++ exception, type or allocator crosses this boundary.
@@ -81,11 +83,29 @@ enum {
  * struct_size is the caller's sizeof(pcache_options): the library reads only that many bytes,
  * so a caller built against an older, smaller struct keeps working.
  */
+/* pcache_options.flags */
+enum {
+  /* Trust a cache directory or file that another user owns, or that group/others can write
+   * (a deliberately shared team cache). Without it such caches are refused (docs/security.md).
+   * $PCACHE_ALLOW_SHARED=1 has the same effect. */
+  PCACHE_OPEN_ALLOW_SHARED = 1,
+  /* Allow a persistent cache in a setuid/setgid process (off by default: such a process must
+   * not load binaries from a directory its caller controls). */
+  PCACHE_OPEN_ALLOW_PRIVILEGED = 2
+};
+
 typedef struct pcache_options {
   uint32_t struct_size;    /* the caller's sizeof(pcache_options) */
-  uint32_t flags;          /* reserved, must be 0 */
+  uint32_t flags;          /* PCACHE_OPEN_* bits; unknown bits are PCACHE_ERR_INVALID_ARG */
   uint64_t max_size_bytes; /* cap on the sum of stored payload sizes; 0 = unbounded.
                               pcache_options_init sets it from $PCACHE_MAX_SIZE (e.g. "4G"), else 0 */
+  /* version 2 (32 bytes): */
+  const void *secret;      /* a secret shared by the cache's trusted writers; NULL = none, unless
+                              $PCACHE_SECRET_FILE names a file holding one. With a secret, every
+                              entry is signed (keyed BLAKE2b) and every entry read from storage
+                              must carry a valid MAC: unsigned or forged entries are misses,
+                              counted as corrupt, never returned. Copied during pcache_open. */
+  uint64_t secret_size;    /* bytes of secret */
   /* later versions append fixed-width fields here, never reorder */
 } pcache_options;
 
@@ -122,7 +142,10 @@ PCACHE_API pcache_status pcache_options_init(pcache_options *options, uint32_t s
  * released with pcache_close(). On failure *out is set to NULL (when out is not NULL).
  * Thread safety: may be called from any thread; separate handles are independent.
  * Returns PCACHE_OK; PCACHE_ERR_INVALID_ARG (out NULL, bad URI, bad options);
- * PCACHE_ERR_IO, PCACHE_ERR_PERMISSION (cannot create or open the storage);
+ * PCACHE_ERR_IO, PCACHE_ERR_PERMISSION (cannot create or open the storage; a directory or file
+ * another user owns or can write, without PCACHE_OPEN_ALLOW_SHARED; a persistent cache in a
+ * setuid/setgid process without PCACHE_OPEN_ALLOW_PRIVILEGED; $PCACHE_SECRET_FILE readable by
+ * others);
  * PCACHE_ERR_UNSUPPORTED (a database written by a newer progcache); PCACHE_ERR_BUSY (the
  * database stayed locked past the busy timeout); PCACHE_ERR_NO_MEMORY; PCACHE_ERR_INTERNAL.
  */

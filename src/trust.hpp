@@ -1,0 +1,29 @@
+// Who may write a cache, and what a privileged process may use (docs/security.md).
+#pragma once
+
+#include <optional>
+#include <string>
+
+namespace progcache {
+
+// getenv that returns nothing in setuid/setgid processes (secure_getenv): a privileged program
+// must not take cache locations or libraries to load from its caller's environment.
+const char *trusted_env(const char *name);
+
+// True in a setuid/setgid (AT_SECURE) process. PCACHE_TEST_FAKE_SECURE=1 makes it true for tests
+// (it can only make the library stricter).
+bool process_is_privileged();
+
+// Refuses (Error(permission), saying why and how to allow it) a cache directory owned by another
+// user, or writable by group or others without the sticky bit, unless allow_shared.
+// `what` names the directory in the message. fd may be -1 (then path is stat'ed).
+void check_private_dir(const std::string &path, int fd, bool allow_shared);
+
+// The same for a cache file that already exists (owner only).
+void check_owned_file(const std::string &path, bool allow_shared);
+
+// The secret in the file named by $PCACHE_SECRET_FILE, or nullopt if unset. Throws
+// Error(permission/io) if the file cannot be read or is readable by others.
+std::optional<std::string> secret_from_env();
+
+}  // namespace progcache
