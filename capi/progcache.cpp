@@ -3,8 +3,10 @@
 #define PCACHE_BUILDING_LIBRARY 1
 #include "progcache/progcache.h"
 
+#include <atomic>
 #include <cstddef>
 #include <cstring>
+#include <mutex>
 #include <new>
 #include <string>
 
@@ -19,8 +21,13 @@ using progcache::ByteView;
 using progcache::Error;
 using progcache::Status;
 
+// Handles live in slots that are never freed: a closed slot goes to a free list for the next
+// pcache_open. So a call on a closed handle reads valid memory, sees the slot closed and answers
+// PCACHE_ERR_INVALID_ARG, instead of touching freed memory (one atomic load, no lock).
 struct pcache {
+  std::atomic<uint32_t> state{0};  // kSlotOpen or kSlotClosed
   std::unique_ptr<progcache::Cache> cache;
+  pcache *next_free = nullptr;
 };
 
 struct pcache_compiled {
@@ -56,6 +63,27 @@ static_assert(sizeof(pcache_options) == 32 && offsetof(pcache_options, max_size_
 static_assert(sizeof(pcache_stats) == 80);
 
 namespace {
+
+constexpr uint32_t kSlotOpen = 0x0b5e55ed, kSlotClosed = 0xdeadc105;
+std::mutex g_slots_mutex;
+pcache *g_free_slots = nullptr;  // reachable, so leak checkers see no leak
+
+pcache *take_slot() {
+  std::lock_guard lock(g_slots_mutex);
+  if (pcache *p = g_free_slots) {
+    g_free_slots = p->next_free;
+    p->next_free = nullptr;
+    return p;
+  }
+  return new pcache();
+}
+
+void return_slot(pcache *p) {
+  p->cache.reset();
+  std::lock_guard lock(g_slots_mutex);
+  p->next_free = g_free_slots;
+  g_free_slots = p;
+}
 
 // First (smallest) published sizes of the growable structs.
 constexpr uint32_t kOptionsV1Size = 16;
@@ -97,7 +125,9 @@ Error invalid(const std::string &what) {
 }
 
 progcache::Cache &need_cache(pcache *cache) {
-  if (!cache || !cache->cache) throw invalid("cache handle is NULL");
+  if (!cache) throw invalid("cache handle is NULL");
+  if (cache->state.load(std::memory_order_acquire) != kSlotOpen || !cache->cache)
+    throw invalid("cache handle is closed or invalid");
   return *cache->cache;
 }
 
@@ -181,16 +211,22 @@ pcache_status pcache_open(const char *uri, const pcache_options *options, pcache
       if (known.secret)
         core.secret = std::string(static_cast<const char *>(known.secret), known.secret_size);
     }
-    auto handle = std::make_unique<pcache>();
-    handle->cache = progcache::Cache::open(uri ? uri : "", core);
-    *out = handle.release();
+    auto opened = progcache::Cache::open(uri ? uri : "", core);
+    pcache *handle = take_slot();
+    handle->cache = std::move(opened);
+    handle->state.store(kSlotOpen, std::memory_order_release);
+    *out = handle;
     return PCACHE_OK;
   });
 }
 
 pcache_status pcache_close(pcache *cache) {
   return guarded(__func__, [&] {
-    delete cache;
+    if (!cache) return PCACHE_OK;
+    uint32_t open = kSlotOpen;
+    if (!cache->state.compare_exchange_strong(open, kSlotClosed, std::memory_order_acq_rel))
+      throw invalid("cache handle is already closed or invalid");
+    return_slot(cache);
     return PCACHE_OK;
   });
 }

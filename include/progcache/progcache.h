@@ -17,8 +17,12 @@
  *   key is PCACHE_ERR_INVALID_ARG. Values may be empty.
  * - Ownership: the library never keeps a pointer the caller passed in after the call returns;
  *   memory the library returns is released with the function named in its comment.
- * - Threads: a pcache handle may be used by many threads at once. A handle must not be used
- *   after pcache_close() (doing so is undefined behaviour, as with free()).
+ * - Threads: a pcache handle may be used by many threads at once, but not while another thread
+ *   closes it.
+ * - Closed handles: a call on a handle after pcache_close() returns PCACHE_ERR_INVALID_ARG
+ *   ("closed or invalid"), and pcache_close() on it again likewise; the library keeps closed
+ *   handles' memory for reuse so this never reads freed memory. (A later pcache_open() may hand
+ *   the same pointer out again; a stale copy then refers to the new cache.)
  * - Environment: in setuid/setgid processes the library ignores every PCACHE_* variable
  *   (secure_getenv), so a caller cannot redirect a privileged program's cache or libraries.
  * - fork(): a handle opened before fork() may be used in the child; persistent backends detect
@@ -154,10 +158,9 @@ PCACHE_API pcache_status pcache_open(const char *uri, const pcache_options *opti
 /**
  * Closes a handle and releases everything it owns. Stored entries of persistent backends stay.
  * Views obtained from the handle must be released before closing it.
- * NULL is a harmless no-op. Using the handle afterwards is undefined behaviour.
+ * NULL is a harmless no-op. Calls on the handle afterwards return PCACHE_ERR_INVALID_ARG.
  * Thread safety: no other thread may be using the handle.
- * Returns PCACHE_OK (also for NULL); PCACHE_ERR_IO if pending state could not be flushed (the
- * handle is released anyway).
+ * Returns PCACHE_OK (also for NULL); PCACHE_ERR_INVALID_ARG if the handle was already closed.
  */
 PCACHE_API pcache_status pcache_close(pcache *cache);
 
