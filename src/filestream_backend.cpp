@@ -223,7 +223,8 @@ SharedBlob FileStreamBackend::get(ByteView key) {
   const std::string name = entry_name(key);
   const int dfd = shard_fd(shard_of(name), false);
   if (dfd < 0) return nullptr;
-  Fd fd(::openat(dfd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK));
+  Fd fd(sys::openat(dfd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, 0,
+                    sys::Op::open_entry));
   if (!fd) {
     if (errno == ENOENT) return nullptr;
     if (errno == ELOOP) {  // a planted symlink is damage, never followed
@@ -266,8 +267,9 @@ void FileStreamBackend::put(ByteView key, Blob &&record, uint64_t payload_size) 
   const int dfd = shard_fd(shard, true);
   if (!tmp_fd_) throw Error(Status::permission, "cache directory '" + dir_ + "' is not writable");
   const std::string tmp = temp_name();
-  Fd fd(::openat(tmp_fd_.get(), tmp.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW | O_CLOEXEC,
-                 0600));
+  Fd fd(sys::openat(tmp_fd_.get(), tmp.c_str(),
+                    O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0600,
+                    sys::Op::create_temp));
   if (!fd) throw_errno("cannot create a temporary file in '" + dir_ + "/tmp'");
   auto discard = [&](const std::string &what) {
     const int err = errno;
@@ -277,13 +279,13 @@ void FileStreamBackend::put(ByteView key, Blob &&record, uint64_t payload_size) 
   };
   if (!write_all(fd.get(), record.data(), record.size())) discard("cannot write a cache entry");
   stamp_now(fd.get());
-  if (fsync_ && ::fsync(fd.get()) != 0) discard("cannot fsync a cache entry");
+  if (fsync_ && sys::fsync(fd.get()) != 0) discard("cannot fsync a cache entry");
   if (::close(fd.release()) != 0) discard("cannot close a cache entry");
   // Replace and account under the lock, so that concurrent writers of one key cannot each
   // count the entry as new; the costly part (writing the temp file) stays outside it.
   StatsLock lock(*this);
   const std::optional<int64_t> old = stored_payload_size(dfd, name);
-  if (::renameat(tmp_fd_.get(), tmp.c_str(), dfd, name.c_str()) != 0)
+  if (sys::renameat(tmp_fd_.get(), tmp.c_str(), dfd, name.c_str()) != 0)
     discard("cannot move a cache entry into place");
   if (fsync_) ::fsync(dfd);
   apply_totals_locked(old ? 0 : 1, int64_t(payload_size) - old.value_or(0), true, shard, name);

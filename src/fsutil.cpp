@@ -5,6 +5,7 @@
 #include <sys/vfs.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdlib>
 
@@ -79,10 +80,66 @@ std::string network_fs_name(const std::string &path) {
   }
 }
 
+namespace sys {
+namespace {
+std::atomic<FaultHook> g_fault_hook{nullptr};
+int fault(Op op) {
+  const FaultHook hook = g_fault_hook.load(std::memory_order_relaxed);
+  return hook ? hook(op) : 0;
+}
+}  // namespace
+
+void set_fault_hook(FaultHook hook) {
+  g_fault_hook.store(hook);
+}
+
+int openat(int dir_fd, const char *name, int flags, unsigned mode, Op op) {
+  if (const int e = fault(op); e > 0) {
+    errno = e;
+    return -1;
+  }
+  return ::openat(dir_fd, name, flags, mode);
+}
+
+ssize_t write(int fd, const void *data, size_t size) {
+  const int e = fault(Op::write);
+  if (e > 0) {
+    errno = e;
+    return -1;
+  }
+  if (e == kShortWrite && size > 1) size /= 2;
+  return ::write(fd, data, size);
+}
+
+int fsync(int fd) {
+  if (const int e = fault(Op::fsync); e > 0) {
+    errno = e;
+    return -1;
+  }
+  return ::fsync(fd);
+}
+
+int renameat(int from_dir, const char *from, int to_dir, const char *to) {
+  if (const int e = fault(Op::rename); e > 0) {
+    errno = e;
+    return -1;
+  }
+  return ::renameat(from_dir, from, to_dir, to);
+}
+
+ssize_t pread(int fd, void *data, size_t size, off_t offset) {
+  if (const int e = fault(Op::read); e > 0) {
+    errno = e;
+    return -1;
+  }
+  return ::pread(fd, data, size, offset);
+}
+}  // namespace sys
+
 bool write_all(int fd, const void *data, size_t size) {
   auto *p = static_cast<const char *>(data);
   while (size > 0) {
-    const ssize_t n = ::write(fd, p, size);
+    const ssize_t n = sys::write(fd, p, size);
     if (n < 0) {
       if (errno == EINTR) continue;
       return false;
@@ -100,7 +157,7 @@ bool write_all(int fd, const void *data, size_t size) {
 bool pread_all(int fd, void *data, size_t size, off_t offset) {
   auto *p = static_cast<char *>(data);
   while (size > 0) {
-    const ssize_t n = ::pread(fd, p, size, offset);
+    const ssize_t n = sys::pread(fd, p, size, offset);
     if (n < 0) {
       if (errno == EINTR) continue;
       return false;

@@ -1,6 +1,8 @@
 // Small POSIX helpers shared by the persistent backends.
 #pragma once
 
+#include <sys/types.h>
+
 #include <string>
 
 namespace progcache {
@@ -36,6 +38,21 @@ class Fd {
  private:
   int fd_ = -1;
 };
+
+// System calls of the file-stream backend, through a seam that tests can make fail.
+namespace sys {
+enum class Op { create_temp, write, fsync, rename, open_entry, read };
+// Returns 0 to let the call run, an errno value to fail it with, or kShortWrite (write only) to
+// write half of what was asked. Tests install one; production never does.
+inline constexpr int kShortWrite = -1;
+using FaultHook = int (*)(Op op);
+void set_fault_hook(FaultHook hook);
+int openat(int dir_fd, const char *name, int flags, unsigned mode, Op op);
+ssize_t write(int fd, const void *data, size_t size);
+int fsync(int fd);
+int renameat(int from_dir, const char *from, int to_dir, const char *to);
+ssize_t pread(int fd, void *data, size_t size, off_t offset);
+}  // namespace sys
 
 // write()/read() loops that retry EINTR and short transfers. Return false with errno set.
 bool write_all(int fd, const void *data, size_t size);
