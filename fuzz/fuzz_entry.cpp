@@ -1,0 +1,25 @@
+// Entry parser: any bytes, any expected key. Never crashes; what decodes re-encodes identically.
+#include <cstring>
+#include <string>
+
+#include "entry.hpp"
+
+using namespace progcache;
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  if (size < 1) return 0;
+  const size_t key_size = data[0] % 16 + 1;
+  if (size < 1 + key_size) return 0;
+  const ByteView key(data + 1, key_size);
+  const ByteView record(data + 1 + key_size, size - 1 - key_size);
+  std::string why;
+  entry_payload_size(record);
+  parse_entry(record, &why);
+  static const MacKey mac(std::string_view("fuzz secret"));
+  decode_entry(record, key, true, &why, &mac);
+  if (auto parts = decode_entry(record, key, true, &why)) {
+    Blob again = encode_entry(parts->key, parts->meta, parts->payload);
+    if (again.size() != record.size || std::memcmp(again.data(), record.data, 32) != 0) __builtin_trap();
+  }
+  return 0;
+}

@@ -1,0 +1,27 @@
+// URI, size and duration parsing: any text. Only Error(invalid_arg) may come out.
+#include <string>
+
+#include "error.hpp"
+#include "uri.hpp"
+
+using namespace progcache;
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+  const std::string text(reinterpret_cast<const char *>(data), size);
+  auto only_invalid = [](auto &&fn) {
+    try {
+      fn();
+    } catch (const Error &e) {
+      if (e.status() != Status::invalid_arg) __builtin_trap();
+    }
+  };
+  only_invalid([&] {
+    Uri uri = parse_uri(text);
+    uri.take("busy_timeout_ms");
+    uri.expect_no_params();
+  });
+  only_invalid([&] { parse_size("size", text); });
+  only_invalid([&] { parse_duration_seconds("age", text); });
+  only_invalid([&] { parse_uint_param("n", text); });
+  return 0;
+}
