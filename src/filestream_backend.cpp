@@ -43,11 +43,12 @@ int64_t now_ns() {
 
 // Sets mtime (and atime) from the fine-grained clock: the kernel's own timestamps come from a
 // coarse clock (one tick, several ms), which would make entries written together tie in LRU order.
-void stamp_now(int fd) {
+int64_t stamp_now(int fd) {
   struct timespec ts[2];
   clock_gettime(CLOCK_REALTIME, &ts[0]);
   ts[1] = ts[0];
   ::futimens(fd, ts);
+  return int64_t(ts[0].tv_sec) * 1000000000 + ts[0].tv_nsec;
 }
 
 bool is_entry_name(const char *n) {
@@ -278,7 +279,7 @@ void FileStreamBackend::put(ByteView key, Blob &&record, uint64_t payload_size) 
     throw_errno(what, err);
   };
   if (!write_all(fd.get(), record.data(), record.size())) discard("cannot write a cache entry");
-  stamp_now(fd.get());
+  const int64_t written_ns = stamp_now(fd.get());
   if (fsync_ && sys::fsync(fd.get()) != 0) discard("cannot fsync a cache entry");
   if (::close(fd.release()) != 0) discard("cannot close a cache entry");
   // Replace and account under the lock, so that concurrent writers of one key cannot each
@@ -288,6 +289,7 @@ void FileStreamBackend::put(ByteView key, Blob &&record, uint64_t payload_size) 
   if (sys::renameat(tmp_fd_.get(), tmp.c_str(), dfd, name.c_str()) != 0)
     discard("cannot move a cache entry into place");
   if (fsync_) ::fsync(dfd);
+  if (!lru_.empty()) lru_.push_back({written_ns, shard, name});  // the newest entry
   apply_totals_locked(old ? 0 : 1, int64_t(payload_size) - old.value_or(0), true, shard, name);
 }
 
@@ -428,16 +430,50 @@ void FileStreamBackend::evict_locked(Totals &t, int keep_shard, const std::strin
     }
   };
   if (t.count <= kExactEvictionEntries) {
-    std::vector<Victim> all;
-    for (int s = 0; s < kShards; ++s) list_shard(s, all);
-    // The listing counts the files; if the accounting disagrees (a writer killed between its
-    // rename and its accounting update), recount before choosing victims.
-    if (int64_t(all.size()) != t.count) {
-      const PersistentCounters keep = t.counters;
-      t = rebuild_totals_locked();
-      t.counters = keep;
+    // Exact mtime LRU from a sorted listing kept between puts: a capped put costs O(1) amortised,
+    // not a scan of every directory. Each victim's mtime is checked before it goes: an entry
+    // touched since the listing (a hit, another process's put) moves to the back instead.
+    for (int pass = 0; pass < 2 && uint64_t(t.size) > cap; ++pass) {
+      if (lru_.empty()) {
+        std::vector<Victim> all;
+        for (int s = 0; s < kShards; ++s) list_shard(s, all);
+        // The listing counts the files; if the accounting disagrees (a writer killed between
+        // its rename and its accounting update), recount before choosing victims.
+        if (int64_t(all.size()) != t.count) {
+          const PersistentCounters keep = t.counters;
+          t = rebuild_totals_locked();
+          t.counters = keep;
+        }
+        std::sort(all.begin(), all.end(),
+                  [](const Victim &a, const Victim &b) { return a.mtime_ns < b.mtime_ns; });
+        lru_.assign(all.begin(), all.end());
+      }
+      size_t requeued = 0;
+      while (uint64_t(t.size) > cap && !lru_.empty() && requeued <= lru_.size()) {
+        Victim v = std::move(lru_.front());
+        lru_.pop_front();
+        if (v.shard == keep_shard && v.name == keep_name) {
+          lru_.push_back(std::move(v));
+          ++requeued;
+          continue;
+        }
+        const int dfd = shard_fd(v.shard, false);
+        struct stat st;
+        if (dfd < 0 || ::fstatat(dfd, v.name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
+        if (mtime_ns(st) != v.mtime_ns) {  // touched since listed: now among the newest
+          v.mtime_ns = mtime_ns(st);
+          lru_.push_back(std::move(v));
+          ++requeued;
+          continue;
+        }
+        int64_t size = 0;
+        if (!unlink_entry(v.shard, v.name, &size)) continue;
+        t.size = std::max<int64_t>(0, t.size - size);
+        t.count = std::max<int64_t>(0, t.count - 1);
+        if (config_.events) config_.events->evictions.fetch_add(1, std::memory_order_relaxed);
+      }
+      if (uint64_t(t.size) > cap) lru_.clear();  // stale or exhausted: list again
     }
-    evict_from(all, cap);
     if (uint64_t(t.size) > cap) {  // accounting had drifted
       const PersistentCounters keep = t.counters;
       t = rebuild_totals_locked();
@@ -445,6 +481,7 @@ void FileStreamBackend::evict_locked(Totals &t, int keep_shard, const std::strin
     }
     return;
   }
+  lru_.clear();
   // Large cache: evict down to 90% of the cap from the oldest entries of one shard at a time,
   // so the scan cost is amortised over many puts.
   const uint64_t target = cap - cap / 10;
@@ -471,6 +508,7 @@ uint64_t FileStreamBackend::size() {
 
 void FileStreamBackend::clear() {
   StatsLock lock(*this);
+  lru_.clear();
   if (::faccessat(dir_fd_.get(), ".", W_OK, 0) != 0)
     throw_errno("cannot clear cache directory '" + dir_ + "'");
   Totals t = read_totals_locked();

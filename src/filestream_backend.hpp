@@ -4,6 +4,7 @@
 
 #include <array>
 #include <atomic>
+#include <deque>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -77,6 +78,7 @@ class FileStreamBackend final : public Backend {
   Fd stats_fd_;
   long stats_pid_ = 0;
   std::atomic<unsigned> evict_cursor_{0};
+  std::deque<Victim> lru_;  // exact-mode eviction order, oldest first (guarded by the stats lock)
   std::atomic<uint64_t> tmp_seq_{0};
   std::string tmp_prefix_;
 };

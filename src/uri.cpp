@@ -96,15 +96,12 @@ uint64_t parse_uint_param(const std::string &name, const std::string &value) {
 namespace progcache {
 
 uint64_t parse_size(const std::string &what, const std::string &text) {
-  std::string t = text;
-  for (const char *suffix : {"iB", "B"})
-    if (t.size() > std::strlen(suffix) &&
-        t.compare(t.size() - std::strlen(suffix), std::string::npos, suffix) == 0 &&
-        (std::strlen(suffix) == 2 ||
-         std::isdigit(static_cast<unsigned char>(t[t.size() - 2])) == 0)) {
-      t.resize(t.size() - std::strlen(suffix));
-      break;
-    }
+  std::string_view t = text;
+  // An optional "B" or "iB" after a unit ("4GiB", "500MB"); a bare "B" after digits is bytes.
+  if (t.size() > 2 && t.substr(t.size() - 2) == "iB")
+    t.remove_suffix(2);
+  else if (t.size() > 1 && t.back() == 'B')
+    t.remove_suffix(1);
   uint64_t mult = 1;
   if (!t.empty()) {
     switch (std::toupper(static_cast<unsigned char>(t.back()))) {
@@ -123,12 +120,12 @@ uint64_t parse_size(const std::string &what, const std::string &text) {
       default:
         break;
     }
-    if (mult != 1) t.pop_back();
+    if (mult != 1) t.remove_suffix(1);
   }
-  if (t.empty() || t.size() > 15 || t.find_first_not_of("0123456789") != std::string::npos)
+  if (t.empty() || t.size() > 15 || t.find_first_not_of("0123456789") != std::string_view::npos)
     throw Error(Status::invalid_arg,
                 what + " '" + text + "' is not a size (e.g. 500M, 4G, 1048576)");
-  return std::stoull(t) * mult;
+  return std::stoull(std::string(t)) * mult;
 }
 
 int64_t parse_duration_seconds(const std::string &what, const std::string &text) {

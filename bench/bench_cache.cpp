@@ -1,0 +1,433 @@
+// progcache benchmarks. Every progcache row has a baseline measured in the same process, so that
+// bench/run can report ratios that hold on a noisy machine:
+//   memory get      vs memcpy of the payload
+//   sqlite get/put  vs a bare prepared SELECT / INSERT OR REPLACE through SQLite's C API
+//   filestream get  vs open+read+close of a file of the same size; put vs write+rename
+//   key derivation  vs raw BLAKE2b over the same bytes (OpenSSL)
+//   compile hit     vs compile miss (real NVRTC)
+// PCACHE_BENCH_SMOKE=1 shrinks the set-up (CI runs one iteration of each as a smoke test).
+#include <benchmark/benchmark.h>
+#include <fcntl.h>
+#include <openssl/evp.h>
+#include <progcache/progcache.h>
+#include <sqlite3.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace {
+
+bool smoke() {
+  const char *s = std::getenv("PCACHE_BENCH_SMOKE");
+  return s && *s == '1';
+}
+
+std::string temp_dir() {
+  static std::string dir = [] {
+    const char *base = std::getenv("TMPDIR");
+    std::string t = std::string(base && *base ? base : "/tmp") + "/pcache-bench-XXXXXX";
+    if (!::mkdtemp(t.data())) std::abort();
+    return t;
+  }();
+  return dir;
+}
+
+struct Dir {
+  std::string path;
+  explicit Dir(const std::string &name) : path(temp_dir() + "/" + name) {
+    std::filesystem::remove_all(path);
+    std::filesystem::create_directories(path);
+  }
+  ~Dir() { std::filesystem::remove_all(path); }
+};
+
+pcache *open_cache(const std::string &uri, uint64_t cap = 0) {
+  pcache_options o;
+  pcache_options_init(&o, sizeof o);
+  o.max_size_bytes = cap;
+  pcache *c = nullptr;
+  if (pcache_open(uri.c_str(), &o, &c) != PCACHE_OK) {
+    std::fprintf(stderr, "open %s: %s\n", uri.c_str(), pcache_last_error());
+    std::abort();
+  }
+  return c;
+}
+
+std::string payload(size_t n) {
+  std::string s(n, '\0');
+  for (size_t i = 0; i < n; ++i) s[i] = char(i * 131 + 7);
+  return s;
+}
+
+std::string uri_for(const std::string &backend, const std::string &dir) {
+  if (backend == "memory") return "memory:";
+  if (backend == "sqlite") return "sqlite:" + dir + "/cache.db";
+  return "filestream:" + dir + "/fs";
+}
+
+// ---- hits ------------------------------------------------------------------------------------
+
+void BM_Memcpy(benchmark::State &st) {
+  const std::string src = payload(size_t(st.range(0)));
+  std::vector<char> dst(src.size());
+  for (auto _ : st) {
+    std::memcpy(dst.data(), src.data(), src.size());
+    benchmark::DoNotOptimize(dst.data());
+    benchmark::ClobberMemory();
+  }
+  st.SetBytesProcessed(int64_t(st.iterations()) * st.range(0));
+}
+
+void BM_Get(benchmark::State &st, const char *backend) {
+  Dir d(std::string("get-") + backend);
+  pcache *c = open_cache(uri_for(backend, d.path));
+  const std::string v = payload(size_t(st.range(0)));
+  pcache_put(c, "key", 3, v.data(), v.size());
+  for (auto _ : st) {
+    void *data;
+    size_t size;
+    if (pcache_get(c, "key", 3, &data, &size) != PCACHE_OK) st.SkipWithError("miss");
+    benchmark::DoNotOptimize(data);
+    pcache_free(data);
+  }
+  st.SetBytesProcessed(int64_t(st.iterations()) * st.range(0));
+  pcache_close(c);
+}
+
+void BM_GetView(benchmark::State &st) {
+  pcache *c = open_cache("memory:");
+  const std::string v = payload(size_t(st.range(0)));
+  pcache_put(c, "key", 3, v.data(), v.size());
+  for (auto _ : st) {
+    pcache_view view;
+    pcache_get_view(c, "key", 3, &view);
+    benchmark::DoNotOptimize(view.data);
+    pcache_view_release(&view);
+  }
+  pcache_close(c);
+}
+
+void BM_SqliteBareSelect(benchmark::State &st) {
+  Dir d("bare-select");
+  sqlite3 *db;
+  sqlite3_open((d.path + "/bare.db").c_str(), &db);
+  sqlite3_exec(db, "PRAGMA journal_mode=WAL; CREATE TABLE t(k BLOB PRIMARY KEY, v BLOB)", nullptr,
+               nullptr, nullptr);
+  const std::string v = payload(size_t(st.range(0)));
+  sqlite3_stmt *ins;
+  sqlite3_prepare_v2(db, "INSERT INTO t VALUES(?1, ?2)", -1, &ins, nullptr);
+  sqlite3_bind_blob(ins, 1, "key", 3, SQLITE_STATIC);
+  sqlite3_bind_blob(ins, 2, v.data(), int(v.size()), SQLITE_STATIC);
+  sqlite3_step(ins);
+  sqlite3_finalize(ins);
+  sqlite3_stmt *sel;
+  sqlite3_prepare_v2(db, "SELECT v FROM t WHERE k = ?1", -1, &sel, nullptr);
+  std::vector<char> out(v.size());
+  for (auto _ : st) {
+    sqlite3_bind_blob(sel, 1, "key", 3, SQLITE_STATIC);
+    if (sqlite3_step(sel) != SQLITE_ROW) st.SkipWithError("no row");
+    std::memcpy(out.data(), sqlite3_column_blob(sel, 0), size_t(sqlite3_column_bytes(sel, 0)));
+    sqlite3_reset(sel);
+    benchmark::DoNotOptimize(out.data());
+  }
+  sqlite3_finalize(sel);
+  sqlite3_close(db);
+  st.SetBytesProcessed(int64_t(st.iterations()) * st.range(0));
+}
+
+void BM_RawRead(benchmark::State &st) {
+  Dir d("raw-read");
+  const std::string path = d.path + "/file";
+  std::ofstream(path, std::ios::binary) << payload(size_t(st.range(0)));
+  std::vector<char> out(size_t(st.range(0)));
+  for (auto _ : st) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    struct stat s;
+    ::fstat(fd, &s);
+    if (::read(fd, out.data(), size_t(s.st_size)) != s.st_size) st.SkipWithError("short read");
+    ::close(fd);
+    benchmark::DoNotOptimize(out.data());
+  }
+  st.SetBytesProcessed(int64_t(st.iterations()) * st.range(0));
+}
+
+// ---- puts ------------------------------------------------------------------------------------
+
+void BM_Put(benchmark::State &st, const char *backend, const char *params) {
+  Dir d(std::string("put-") + backend);
+  pcache *c = open_cache(uri_for(backend, d.path) + params);
+  const std::string v = payload(size_t(st.range(0)));
+  uint64_t i = 0;
+  for (auto _ : st) {
+    const uint64_t k = i++ % 1024;  // replacements of a bounded set: the store stays small
+    if (pcache_put(c, &k, sizeof k, v.data(), v.size()) != PCACHE_OK)
+      st.SkipWithError(pcache_last_error());
+  }
+  st.SetBytesProcessed(int64_t(st.iterations()) * st.range(0));
+  pcache_close(c);
+}
+
+void BM_RawWriteRename(benchmark::State &st, bool fsync) {
+  Dir d("raw-write");
+  const std::string v = payload(size_t(st.range(0)));
+  uint64_t i = 0;
+  for (auto _ : st) {
+    const std::string tmp = d.path + "/tmp." + std::to_string(i);
+    const std::string dst = d.path + "/e" + std::to_string(i++ % 1024);
+    const int fd = ::open(tmp.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0600);
+    if (::write(fd, v.data(), v.size()) != ssize_t(v.size())) st.SkipWithError("write");
+    if (fsync) ::fsync(fd);
+    ::close(fd);
+    ::rename(tmp.c_str(), dst.c_str());
+  }
+  st.SetBytesProcessed(int64_t(st.iterations()) * st.range(0));
+}
+
+void BM_SqliteBareInsert(benchmark::State &st) {
+  Dir d("bare-insert");
+  sqlite3 *db;
+  sqlite3_open((d.path + "/bare.db").c_str(), &db);
+  sqlite3_exec(db,
+               "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; CREATE TABLE t(k BLOB PRIMARY "
+               "KEY, v BLOB)",
+               nullptr, nullptr, nullptr);
+  const std::string v = payload(size_t(st.range(0)));
+  sqlite3_stmt *ins;
+  sqlite3_prepare_v2(db, "INSERT OR REPLACE INTO t VALUES(?1, ?2)", -1, &ins, nullptr);
+  uint64_t i = 0;
+  for (auto _ : st) {
+    const uint64_t k = i++ % 1024;
+    sqlite3_bind_blob(ins, 1, &k, sizeof k, SQLITE_STATIC);
+    sqlite3_bind_blob(ins, 2, v.data(), int(v.size()), SQLITE_STATIC);
+    if (sqlite3_step(ins) != SQLITE_DONE) st.SkipWithError("insert");
+    sqlite3_reset(ins);
+  }
+  sqlite3_finalize(ins);
+  sqlite3_close(db);
+  st.SetBytesProcessed(int64_t(st.iterations()) * st.range(0));
+}
+
+// ---- misses, eviction --------------------------------------------------------------------------
+
+void BM_Miss(benchmark::State &st, const char *backend) {
+  Dir d(std::string("miss-") + backend);
+  pcache *c = open_cache(uri_for(backend, d.path));
+  pcache_put(c, "present", 7, "v", 1);
+  for (auto _ : st) {
+    void *data;
+    size_t size;
+    if (pcache_get(c, "absent", 6, &data, &size) != PCACHE_NOT_FOUND) st.SkipWithError("hit");
+  }
+  pcache_close(c);
+}
+
+// A put that evicts: the cache holds range(0) entries of 1 KiB at its cap.
+void BM_EvictingPut(benchmark::State &st, const char *backend) {
+  const int64_t entries = smoke() ? std::min<int64_t>(st.range(0), 1000) : st.range(0);
+  Dir d(std::string("evict-") + backend);
+  const size_t value_size = 1024;
+  pcache *c = open_cache(uri_for(backend, d.path), uint64_t(entries) * value_size);
+  const std::string v = payload(value_size);
+  uint64_t i = 0;
+  for (; int64_t(i) < entries; ++i) pcache_put(c, &i, sizeof i, v.data(), v.size());
+  for (auto _ : st) {
+    ++i;
+    if (pcache_put(c, &i, sizeof i, v.data(), v.size()) != PCACHE_OK)
+      st.SkipWithError(pcache_last_error());
+  }
+  pcache_stats s{};
+  s.struct_size = sizeof s;
+  pcache_get_stats(c, &s);
+  st.counters["evictions_per_put"] =
+      double(s.evictions) / double(st.iterations() ? st.iterations() : 1);
+  pcache_close(c);
+}
+
+// ---- keys ------------------------------------------------------------------------------------
+
+void BM_RawBlake2b(benchmark::State &st) {
+  const std::string src = payload(size_t(st.range(0)));
+  EVP_MD *md = EVP_MD_fetch(nullptr, "BLAKE2B-512", nullptr);
+  unsigned char out[64];
+  unsigned int n;
+  for (auto _ : st) {
+    EVP_Digest(src.data(), src.size(), out, &n, md, nullptr);
+    benchmark::DoNotOptimize(out);
+  }
+  EVP_MD_free(md);
+  st.SetBytesProcessed(int64_t(st.iterations()) * st.range(0));
+}
+
+void BM_MakeKey(benchmark::State &st) {
+  const std::string src = payload(size_t(st.range(0)));
+  const char *options[] = {"-arch=sm_90", "--std=c++17", "-DN=4"};
+  const char *exprs[] = {"kernel<float>"};
+  pcache_program p;
+  std::memset(&p, 0, sizeof p);
+  p.struct_size = sizeof p;
+  p.name = "k.cu";
+  p.source = src.data();
+  p.source_size = src.size();
+  p.options = options;
+  p.num_options = 3;
+  p.name_expressions = exprs;
+  p.num_name_expressions = 1;
+  p.nvrtc_version = 13000;
+  uint8_t key[PCACHE_KEY_SIZE];
+  for (auto _ : st) {
+    pcache_make_key(&p, key);
+    benchmark::DoNotOptimize(key);
+  }
+  st.SetBytesProcessed(int64_t(st.iterations()) * st.range(0));
+}
+
+// ---- compile ---------------------------------------------------------------------------------
+
+std::string kernels_source() {
+  std::ifstream in(PCACHE_EXAMPLES_DIR "/kernels.cu");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+void BM_Compile(benchmark::State &st, bool hit) {
+  Dir d(hit ? "compile-hit" : "compile-miss");
+  pcache *c = open_cache("sqlite:" + d.path + "/cache.db");
+  const std::string base = kernels_source();
+  const char *options[] = {"-arch=sm_90", "--std=c++17"};
+  const char *exprs[] = {"scale_add<float>", "block_sum<float, 256>"};
+  uint64_t i = 0;
+  auto compile = [&](const std::string &src) {
+    pcache_program p;
+    std::memset(&p, 0, sizeof p);
+    p.struct_size = sizeof p;
+    p.name = "kernels.cu";
+    p.source = src.c_str();
+    p.options = options;
+    p.num_options = 2;
+    p.name_expressions = exprs;
+    p.num_name_expressions = 2;
+    pcache_compiled *r = nullptr;
+    if (pcache_compile(c, &p, &r) != PCACHE_OK) st.SkipWithError(pcache_last_error());
+    benchmark::DoNotOptimize(pcache_compiled_lowered_name(r, "scale_add<float>"));
+    pcache_compiled_free(r);
+  };
+  compile(base);  // loads NVRTC and fills the cache for the hit case
+  for (auto _ : st) compile(hit ? base : base + "\n// " + std::to_string(i++) + "\n");
+  pcache_close(c);
+}
+
+// ---- concurrency, memory ---------------------------------------------------------------------
+
+void BM_ConcurrentHits(benchmark::State &st, const char *backend) {
+  static pcache *c = nullptr;
+  static std::unique_ptr<Dir> dir;
+  if (st.thread_index() == 0) {
+    dir = std::make_unique<Dir>(std::string("conc-") + backend);
+    c = open_cache(uri_for(backend, dir->path));
+    const std::string v = payload(4096);
+    for (uint64_t k = 0; k < 64; ++k) pcache_put(c, &k, sizeof k, v.data(), v.size());
+  }
+  uint64_t k = uint64_t(st.thread_index());
+  for (auto _ : st) {
+    void *data;
+    size_t size;
+    const uint64_t key = k++ % 64;
+    if (pcache_get(c, &key, sizeof key, &data, &size) != PCACHE_OK) st.SkipWithError("miss");
+    pcache_free(data);
+  }
+  st.SetItemsProcessed(int64_t(st.iterations()));
+  if (st.thread_index() == 0) {  // the loop ends at a barrier: every thread has stopped
+    pcache_close(c);
+    c = nullptr;
+    dir.reset();
+  }
+}
+
+long rss_bytes() {
+  long pages = 0, rss = 0;
+  FILE *f = std::fopen("/proc/self/statm", "r");
+  if (f && std::fscanf(f, "%ld %ld", &pages, &rss) != 2) rss = 0;
+  if (f) std::fclose(f);
+  return rss * ::sysconf(_SC_PAGESIZE);
+}
+
+void BM_MemoryOverheadPerEntry(benchmark::State &st) {
+  const int64_t n = smoke() ? 1000 : 100000;
+  for (auto _ : st) {
+    pcache *c = open_cache("memory:");
+    const std::string v = payload(64);
+    const long before = rss_bytes();
+    for (uint64_t k = 0; k < uint64_t(n); ++k) pcache_put(c, &k, sizeof k, v.data(), v.size());
+    const long after = rss_bytes();
+    st.counters["bytes_per_entry_beyond_payload"] = double(after - before) / double(n) - 64.0;
+    pcache_close(c);
+  }
+}
+
+}  // namespace
+
+const int64_t kSizes[] = {4 << 10, 64 << 10, 1 << 20};
+
+BENCHMARK(BM_Memcpy)->Arg(kSizes[0])->Arg(kSizes[1])->Arg(kSizes[2]);
+BENCHMARK_CAPTURE(BM_Get, memory, "memory")->Arg(kSizes[0])->Arg(kSizes[1])->Arg(kSizes[2]);
+BENCHMARK(BM_GetView)->Arg(kSizes[0])->Arg(kSizes[1])->Arg(kSizes[2]);
+BENCHMARK(BM_SqliteBareSelect)->Arg(kSizes[0])->Arg(kSizes[1])->Arg(kSizes[2]);
+BENCHMARK_CAPTURE(BM_Get, sqlite, "sqlite")->Arg(kSizes[0])->Arg(kSizes[1])->Arg(kSizes[2]);
+BENCHMARK(BM_RawRead)->Arg(kSizes[0])->Arg(kSizes[1])->Arg(kSizes[2]);
+BENCHMARK_CAPTURE(BM_Get, filestream, "filestream")->Arg(kSizes[0])->Arg(kSizes[1])->Arg(kSizes[2]);
+BENCHMARK(BM_SqliteBareInsert)->Arg(kSizes[0])->Arg(kSizes[1])->Arg(kSizes[2]);
+BENCHMARK_CAPTURE(BM_Put, sqlite, "sqlite", "")->Arg(kSizes[0])->Arg(kSizes[1])->Arg(kSizes[2]);
+BENCHMARK_CAPTURE(BM_RawWriteRename, nofsync, false)
+    ->Arg(kSizes[0])
+    ->Arg(kSizes[1])
+    ->Arg(kSizes[2]);
+BENCHMARK_CAPTURE(BM_Put, filestream, "filestream", "")
+    ->Arg(kSizes[0])
+    ->Arg(kSizes[1])
+    ->Arg(kSizes[2]);
+BENCHMARK_CAPTURE(BM_RawWriteRename, fsync, true)->Arg(kSizes[0])->Arg(kSizes[1])->Arg(kSizes[2]);
+BENCHMARK_CAPTURE(BM_Put, filestream_fsync, "filestream", "?fsync=1")
+    ->Arg(kSizes[0])
+    ->Arg(kSizes[1])
+    ->Arg(kSizes[2]);
+BENCHMARK_CAPTURE(BM_Put, memory, "memory", "")->Arg(kSizes[0])->Arg(kSizes[1])->Arg(kSizes[2]);
+BENCHMARK_CAPTURE(BM_Miss, memory, "memory");
+BENCHMARK_CAPTURE(BM_Miss, sqlite, "sqlite");
+BENCHMARK_CAPTURE(BM_Miss, filestream, "filestream");
+BENCHMARK_CAPTURE(BM_EvictingPut, memory, "memory")
+    ->Arg(1000)
+    ->Arg(10000)
+    ->Arg(100000)
+    ->Iterations(smoke() ? 1 : 30000);
+BENCHMARK_CAPTURE(BM_EvictingPut, sqlite, "sqlite")
+    ->Arg(1000)
+    ->Arg(10000)
+    ->Arg(100000)
+    ->Iterations(smoke() ? 1 : 30000);
+BENCHMARK_CAPTURE(BM_EvictingPut, filestream, "filestream")
+    ->Arg(1000)
+    ->Arg(10000)
+    ->Arg(100000)
+    ->Iterations(smoke() ? 1 : 30000);
+BENCHMARK(BM_RawBlake2b)->Arg(1 << 10)->Arg(64 << 10)->Arg(1 << 20);
+BENCHMARK(BM_MakeKey)->Arg(1 << 10)->Arg(64 << 10)->Arg(1 << 20);
+BENCHMARK_CAPTURE(BM_Compile, miss, false)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_Compile, hit, true)->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(BM_ConcurrentHits, sqlite, "sqlite")->Threads(1)->Threads(2)->UseRealTime();
+BENCHMARK_CAPTURE(BM_ConcurrentHits, filestream, "filestream")
+    ->Threads(1)
+    ->Threads(2)
+    ->UseRealTime();
+BENCHMARK(BM_MemoryOverheadPerEntry)->Iterations(1);
+
+BENCHMARK_MAIN();
