@@ -8,6 +8,7 @@
 // PCACHE_BENCH_SMOKE=1 shrinks the set-up (CI runs one iteration of each as a smoke test).
 #include <benchmark/benchmark.h>
 #include <fcntl.h>
+#include <malloc.h>
 #include <openssl/evp.h>
 #include <progcache/progcache.h>
 #include <sqlite3.h>
@@ -353,12 +354,10 @@ void BM_ConcurrentHits(benchmark::State &st, const char *backend) {
   }
 }
 
-long rss_bytes() {
-  long pages = 0, rss = 0;
-  FILE *f = std::fopen("/proc/self/statm", "r");
-  if (f && std::fscanf(f, "%ld %ld", &pages, &rss) != 2) rss = 0;
-  if (f) std::fclose(f);
-  return rss * ::sysconf(_SC_PAGESIZE);
+// Bytes the allocator has handed out (resident-set sizes would include memory freed by earlier
+// benchmarks and reused here).
+long heap_bytes() {
+  return long(mallinfo2().uordblks);
 }
 
 void BM_MemoryOverheadPerEntry(benchmark::State &st) {
@@ -366,9 +365,9 @@ void BM_MemoryOverheadPerEntry(benchmark::State &st) {
   for (auto _ : st) {
     pcache *c = open_cache("memory:");
     const std::string v = payload(64);
-    const long before = rss_bytes();
+    const long before = heap_bytes();
     for (uint64_t k = 0; k < uint64_t(n); ++k) pcache_put(c, &k, sizeof k, v.data(), v.size());
-    const long after = rss_bytes();
+    const long after = heap_bytes();
     st.counters["bytes_per_entry_beyond_payload"] = double(after - before) / double(n) - 64.0;
     pcache_close(c);
   }

@@ -117,8 +117,14 @@ for b in ("sqlite", "filestream"):
         r = rows.get("BM_ConcurrentHits/%s/real_time/threads:%d" % (b, t))
         return "%.0f/s" % r["items_per_second"] if r and "items_per_second" in r else "n/a"
     lines.append("| %s | %s | %s |" % (b, ips(1), ips(2)))
+for b in ("sqlite", "filestream"):
+    one = next((o["result"] for o in ops if o["name"] == "processes-1/" + b), None)
+    two = next((o["result"] for o in ops if o["name"] == "processes-2/" + b), None)
+    if one and two and "hit_us" in one and "a" in two:
+        both = 1e6 / two["a"]["hit_us"] + 1e6 / two["b"]["hit_us"]
+        lines.append("| %s, processes (`progcache-ops`) | %.0f/s (1 process) | %.0f/s (2 processes) |" % (b, 1e6 / one["hit_us"], both))
 mem = rows.get("BM_MemoryOverheadPerEntry/iterations:1", {})
-lines += ["", "Memory backend: %s resident bytes per entry beyond its payload (100,000 entries of 64 bytes)."
+lines += ["", "Memory backend: %s heap bytes per entry beyond its 64-byte payload (100,000 entries; the entry record's 64-byte header and 16-byte alignment, the key, the hash-map node and the recency-list node)."
           % ("%.0f" % mem["bytes_per_entry_beyond_payload"] if "bytes_per_entry_beyond_payload" in mem else "n/a"), ""]
 
 # Side by side with cuda.core
@@ -160,7 +166,7 @@ if keys:
         size = int(n.split("/")[1])
         ours_ns = ns("BM_MakeKey/%d" % size)
         if t and "key_us" in t and ours_ns:
-            lines.append("| %s | %s | %.2f µs | %.0f× |" % (n, fmt_time(ours_ns), t["key_us"], t["key_us"] * 1e3 / ours_ns))
+            lines.append("| %s | %s | %.2f µs | %.2f× |" % (n, fmt_time(ours_ns), t["key_us"], t["key_us"] * 1e3 / ours_ns))
         elif t:
             lines.append("| %s | %s | could not run: %s | |" % (n, fmt_time(ours_ns), t.get("error")))
 lines += ["", "Targets against the reference: hits ≥ 3× faster than its FileStream, puts ≥ 10× faster at equal",
@@ -168,5 +174,6 @@ lines += ["", "Targets against the reference: hits ≥ 3× faster than its FileS
           "capped put); see the rows above.", "",
           "`Program.compile(cache=...)` could not be timed through cuda.core: it needs a CUDA driver and a",
           "device to create the `Program`'s context, and this machine has neither.", ""]
+lines += [open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "analysis.md")).read()]
 open(out_path, "w").write("\n".join(lines))
 print("wrote", out_path)
