@@ -12,12 +12,12 @@
 
 #include "error.hpp"
 #include "fsutil.hpp"
+#include "sqlite_internal.hpp"
 #include "trust.hpp"
 
 namespace progcache {
 namespace {
 
-// Statements, in the order of SqliteBackend::Stmt.
 constexpr const char *kSql[] = {
     "SELECT record FROM entries WHERE key = ?1",
     "UPDATE entries SET atime = ?2, used_at = ?3 WHERE key = ?1",
@@ -35,52 +35,12 @@ constexpr const char *kSql[] = {
     "UPDATE meta SET value = value + ?2 WHERE name = ?1",
 };
 
-// atime is a logical clock kept in meta, not wall time: the LRU order stays exact even for
-// touches within one second, and across processes (the clock advances inside write txns).
-constexpr const char *kSchema =
-    "CREATE TABLE entries(key BLOB PRIMARY KEY NOT NULL, record BLOB NOT NULL,"
-    " size INTEGER NOT NULL, atime INTEGER NOT NULL, used_at INTEGER NOT NULL);"
-    "CREATE INDEX entries_by_atime ON entries(atime);"
-    "CREATE TABLE meta(name TEXT PRIMARY KEY NOT NULL, value INTEGER NOT NULL);"
-    "INSERT INTO meta VALUES('clock', 0), ('total_size', 0), ('entry_count', 0), ('hits', 0),"
-    " ('misses', 0), ('evictions', 0), ('compile_us_saved', 0);";
-
 constexpr size_t kFlushAfterTouches = 128;
 constexpr auto kFlushAfterTime = std::chrono::milliseconds(500);
 
-struct CorruptDatabase : Error {
-  explicit CorruptDatabase(const std::string &m) : Error(Status::corrupt, m) {}
-};
-
-// Resets a statement when the scope ends, whatever happened.
-struct StmtScope {
-  sqlite3_stmt *s;
-  ~StmtScope() {
-    sqlite3_reset(s);
-    sqlite3_clear_bindings(s);
-  }
-};
-
-// Percent-encodes what a SQLite URI filename cannot hold literally.
-std::string uri_escape(const std::string &path) {
-  std::string out;
-  for (unsigned char c : path) {
-    if (c == '%' || c == '?' || c == '#' || c < 0x20 || c >= 0x7f) {
-      char buf[4];
-      std::snprintf(buf, sizeof buf, "%%%02X", c);
-      out += buf;
-    } else {
-      out += char(c);
-    }
-  }
-  return out;
-}
-
-bool is_busy(int rc) {
-  return (rc & 0xff) == SQLITE_BUSY || (rc & 0xff) == SQLITE_LOCKED;
-}
-
 }  // namespace
+
+using namespace sqlite_detail;
 
 SqliteBackend::SqliteBackend(Uri &uri, const BackendConfig &config)
     : config_(config), path_(uri.path) {
@@ -112,224 +72,6 @@ SqliteBackend::~SqliteBackend() {
   disconnect(pid_ != ::getpid());
 }
 
-void SqliteBackend::fail(int rc, const std::string &what) {
-  std::string msg = what + ": " + (db_ ? sqlite3_errmsg(db_) : sqlite3_errstr(rc));
-  const int sys = db_ ? sqlite3_system_errno(db_) : 0;
-  if (sys &&
-      ((rc & 0xff) == SQLITE_IOERR || (rc & 0xff) == SQLITE_CANTOPEN || (rc & 0xff) == SQLITE_FULL))
-    msg += std::string(" (") + std::strerror(sys) + ")";
-  msg += " [" + path_ + "]";
-  switch (rc & 0xff) {
-    case SQLITE_CORRUPT:
-    case SQLITE_NOTADB:
-      throw CorruptDatabase(msg);
-    case SQLITE_BUSY:
-    case SQLITE_LOCKED:
-      throw Error(Status::busy, msg + " (still locked after busy_timeout_ms=" +
-                                    std::to_string(busy_timeout_ms_) + ")");
-    case SQLITE_READONLY:
-    case SQLITE_PERM:
-    case SQLITE_AUTH:
-      throw Error(Status::permission, msg);
-    case SQLITE_NOMEM:
-      throw Error(Status::no_memory, msg);
-    case SQLITE_TOOBIG:
-      throw Error(Status::too_large, msg);
-    case SQLITE_CANTOPEN:
-      throw Error(sys == EACCES || sys == EPERM ? Status::permission : Status::io, msg);
-    case SQLITE_FULL:
-    case SQLITE_IOERR:
-      throw Error(Status::io, msg);
-    default:
-      throw Error(Status::internal, msg);
-  }
-}
-
-void SqliteBackend::connect() {
-  pid_ = ::getpid();
-  const std::string dir = parent_dir(path_);
-  make_dirs(dir);
-  check_private_dir(dir, -1, config_.allow_shared);
-  check_owned_file(path_, config_.allow_shared);
-  // Create the file ourselves so that it is 0600 (SQLite gives its -wal/-shm the same mode).
-  {
-    Fd fd(::open(path_.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0600));
-    if (!fd && errno != EEXIST && errno != EACCES && errno != EROFS)
-      throw_errno("cannot create cache database '" + path_ + "'");
-  }
-  int rc =
-      sqlite3_open_v2(path_.c_str(), &db_,
-                      SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOFOLLOW | SQLITE_OPEN_NOMUTEX, nullptr);
-  if (rc == SQLITE_OK && sqlite3_db_readonly(db_, "main") == 1 &&
-      sqlite3_exec(db_, "SELECT 1 FROM sqlite_master LIMIT 1", nullptr, nullptr, nullptr) !=
-          SQLITE_OK) {
-    // A read-only WAL database in a directory where its -shm cannot be created: read it as an
-    // immutable snapshot (no locking; writers elsewhere are not seen until reopen).
-    sqlite3_close(db_);
-    db_ = nullptr;
-    rc = sqlite3_open_v2(
-        ("file:" + uri_escape(path_) + "?immutable=1").c_str(), &db_,
-        SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_NOFOLLOW | SQLITE_OPEN_NOMUTEX,
-        nullptr);
-  }
-  if (rc != SQLITE_OK) {
-    std::string msg = "cannot open cache database";
-    try {
-      fail(rc, msg);
-    } catch (...) {
-      sqlite3_close(db_);
-      db_ = nullptr;
-      throw;
-    }
-  }
-  read_only_ = sqlite3_db_readonly(db_, "main") == 1;
-  sqlite3_extended_result_codes(db_, 1);
-  sqlite3_db_config(db_, SQLITE_DBCONFIG_DEFENSIVE, 1, nullptr);
-  sqlite3_db_config(db_, SQLITE_DBCONFIG_TRUSTED_SCHEMA, 0, nullptr);
-  sqlite3_busy_timeout(db_, busy_timeout_ms_);
-  const std::string net = network_fs_name(dir);
-  wal_ = net.empty();
-  auto setup = [&] {
-    rc = sqlite3_exec(db_, "PRAGMA cell_size_check=ON; PRAGMA mmap_size=0;", nullptr, nullptr,
-                      nullptr);
-    if (rc != SQLITE_OK) fail(rc, "cannot configure cache database");
-    if (!read_only_) {
-      set_journal_mode();
-      rc = sqlite3_exec(db_, "PRAGMA synchronous=NORMAL", nullptr, nullptr, nullptr);
-      if (rc != SQLITE_OK) fail(rc, "cannot set synchronous mode");
-    }
-    init_schema();
-  };
-  try {
-    try {
-      setup();
-    } catch (const CorruptDatabase &e) {
-      reset_database(e.what());
-      setup();
-    }
-  } catch (...) {
-    disconnect(false);
-    throw;
-  }
-  if (!wal_)
-    set_thread_warning("cache database is on a network filesystem (" + net +
-                       "): WAL is unsafe there, using journal_mode=DELETE (slower; consider "
-                       "filestream:)");
-}
-
-void SqliteBackend::set_journal_mode() {
-  const char *want = wal_ ? "wal" : "delete";
-  const auto deadline =
-      std::chrono::steady_clock::now() + std::chrono::milliseconds(busy_timeout_ms_);
-  int changes = 0;
-  for (int attempt = 0;; ++attempt) {
-    // Read first: changing the mode needs an exclusive lock, and the pragma answers busy at
-    // once (without the busy handler) while another connection recovers a crashed writer's WAL.
-    sqlite3_stmt *s = nullptr;
-    int rc = sqlite3_prepare_v2(db_, "PRAGMA journal_mode", -1, &s, nullptr);
-    std::string mode;
-    if (rc == SQLITE_OK && (rc = sqlite3_step(s)) == SQLITE_ROW)
-      mode = reinterpret_cast<const char *>(sqlite3_column_text(s, 0));
-    sqlite3_finalize(s);
-    if (rc == SQLITE_ROW && mode == want) return;
-    if (rc == SQLITE_ROW)
-      rc = sqlite3_exec(db_, wal_ ? "PRAGMA journal_mode=WAL" : "PRAGMA journal_mode=DELETE",
-                        nullptr, nullptr, nullptr);
-    if (rc == SQLITE_OK) {
-      if (++changes > 2) {  // the filesystem will not take this mode: go on with the one it has
-        set_thread_warning("cache database '" + path_ + "' stays in journal_mode=" + mode);
-        return;
-      }
-      continue;  // re-read to confirm
-    }
-    if (is_busy(rc) && std::chrono::steady_clock::now() < deadline) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(1 + attempt % 8));
-      continue;
-    }
-    fail(rc, "cannot set the journal mode");
-  }
-}
-
-void SqliteBackend::disconnect(bool abandon) {
-  pending_touches_.clear();
-  if (!db_) return;
-  if (!abandon) {
-    for (auto &s : stmts_) sqlite3_finalize(s);
-    sqlite3_close_v2(db_);
-  }
-  // After fork() the parent's connection belongs to the parent: it is left untouched (SQLite
-  // forbids using or closing it in the child) and its memory is abandoned.
-  for (auto &s : stmts_) s = nullptr;
-  db_ = nullptr;
-}
-
-void SqliteBackend::ensure_process() {
-  if (pid_ == ::getpid() && db_) return;
-  disconnect(pid_ != ::getpid());
-  connect();
-}
-
-void SqliteBackend::init_schema() {
-  auto user_version = [&] {
-    sqlite3_stmt *s = nullptr;
-    int rc = sqlite3_prepare_v2(db_, "PRAGMA user_version", -1, &s, nullptr);
-    if (rc != SQLITE_OK) fail(rc, "cannot read the schema version");
-    rc = sqlite3_step(s);
-    const int v = rc == SQLITE_ROW ? sqlite3_column_int(s, 0) : -1;
-    sqlite3_finalize(s);
-    if (rc != SQLITE_ROW) fail(rc, "cannot read the schema version");
-    return v;
-  };
-  const int version = user_version();
-  if (version > kSchemaVersion)
-    throw Error(Status::unsupported,
-                "cache database '" + path_ + "' has schema version " + std::to_string(version) +
-                    ", written by a newer progcache (this one reads version " +
-                    std::to_string(kSchemaVersion) + "); refusing to misread it");
-  if (version < kSchemaVersion) {
-    if (read_only_)
-      throw Error(Status::permission,
-                  "cache database '" + path_ + "' is read-only and has no progcache schema");
-    // Older or foreign layout: rebuild (a cache can always be refilled).
-    write_txn([&] {
-      if (user_version() == kSchemaVersion) return;  // another process got here first
-      int rc = sqlite3_exec(db_, "DROP TABLE IF EXISTS entries; DROP TABLE IF EXISTS meta;",
-                            nullptr, nullptr, nullptr);
-      if (rc != SQLITE_OK) fail(rc, "cannot drop the old schema");
-      rc = sqlite3_exec(db_, kSchema, nullptr, nullptr, nullptr);
-      if (rc != SQLITE_OK) fail(rc, "cannot create the schema");
-      rc = sqlite3_exec(db_, ("PRAGMA user_version=" + std::to_string(kSchemaVersion)).c_str(),
-                        nullptr, nullptr, nullptr);
-      if (rc != SQLITE_OK) fail(rc, "cannot set the schema version");
-    });
-  }
-}
-
-void SqliteBackend::reset_database(const std::string &why) {
-  // Reset in place: other processes may hold the file open, so it is never deleted or renamed.
-  // VACUUM with RESET_DATABASE takes the exclusive lock itself.
-  for (auto &s : stmts_) {
-    sqlite3_finalize(s);
-    s = nullptr;
-  }
-  pending_touches_.clear();
-  sqlite3_db_config(db_, SQLITE_DBCONFIG_DEFENSIVE, 0, nullptr);
-  sqlite3_db_config(db_, SQLITE_DBCONFIG_RESET_DATABASE, 1, nullptr);
-  int rc = sqlite3_exec(db_, "VACUUM", nullptr, nullptr, nullptr);
-  sqlite3_db_config(db_, SQLITE_DBCONFIG_RESET_DATABASE, 0, nullptr);
-  sqlite3_db_config(db_, SQLITE_DBCONFIG_DEFENSIVE, 1, nullptr);
-  if (rc != SQLITE_OK) {
-    const std::string msg = sqlite3_errmsg(db_);
-    throw Error(Status::corrupt, "cache database '" + path_ + "' is corrupt (" + why +
-                                     ") and could not be reset: " + msg);
-  }
-  if (config_.events) config_.events->corrupt.fetch_add(1, std::memory_order_relaxed);
-  set_thread_warning("cache database '" + path_ + "' was corrupt (" + why +
-                     "); it was reset to empty in place");
-  set_journal_mode();
-  init_schema();
-}
-
 sqlite3_stmt *SqliteBackend::stmt(Stmt s) {
   if (!stmts_[s]) {
     const int rc =
@@ -337,46 +79,6 @@ sqlite3_stmt *SqliteBackend::stmt(Stmt s) {
     if (rc != SQLITE_OK) fail(rc, std::string("cannot prepare '") + kSql[s] + "'");
   }
   return stmts_[s];
-}
-
-template <typename Fn>
-auto SqliteBackend::with_recovery(Fn &&fn) -> decltype(fn()) {
-  ensure_process();
-  try {
-    return fn();
-  } catch (const CorruptDatabase &e) {
-    reset_database(e.what());
-    return fn();
-  }
-}
-
-template <typename Fn>
-void SqliteBackend::write_txn(Fn &&fn) {
-  const auto deadline =
-      std::chrono::steady_clock::now() + std::chrono::milliseconds(busy_timeout_ms_);
-  for (int attempt = 0;; ++attempt) {
-    StmtScope begin{stmt(kBegin)};
-    const int rc = sqlite3_step(begin.s);
-    if (rc == SQLITE_DONE) break;
-    // The busy handler already waited; some busy answers (snapshot conflicts) skip it.
-    if (is_busy(rc) && std::chrono::steady_clock::now() < deadline) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(1 + attempt % 8));
-      continue;
-    }
-    fail(rc, "cannot begin a write transaction");
-  }
-  try {
-    fn();
-    StmtScope commit{stmt(kCommit)};
-    const int rc = sqlite3_step(commit.s);
-    if (rc != SQLITE_DONE) fail(rc, "cannot commit");
-  } catch (...) {
-    if (sqlite3_get_autocommit(db_) == 0) {
-      StmtScope rollback{stmt(kRollback)};
-      sqlite3_step(rollback.s);
-    }
-    throw;
-  }
 }
 
 int64_t SqliteBackend::meta_get(const char *name) {

@@ -55,16 +55,6 @@ struct Compiled {
   }
 };
 
-// Runs a command and returns its standard output.
-std::string run(const std::string &cmd) {
-  std::string out;
-  FILE *p = ::popen(cmd.c_str(), "r");
-  char buf[4096];
-  while (p && std::fgets(buf, sizeof buf, p)) out += buf;
-  if (p) ::pclose(p);
-  return out;
-}
-
 std::string real_nvrtc() {
   return progcache::locate_nvrtc().path;
 }
@@ -191,9 +181,9 @@ TEST(Compile, HitInAFreshProcessDoesNotLoadNvrtc) {
   TempDir d;
   const std::string cmd = std::string(PCACHE_COMPILE_PROBE) + " sqlite:" + (d / "cache.db") + " " +
                           PCACHE_EXAMPLES_DIR "/kernels.cu";
-  const std::string first = run(cmd);
+  const std::string first = run_command(cmd);
   EXPECT_NE(first.find("status=0 hit=0 nvrtc_mapped=1"), std::string::npos) << first;
-  const std::string second = run(cmd);
+  const std::string second = run_command(cmd);
   EXPECT_NE(second.find("status=0 hit=1 nvrtc_mapped=0 lowered=_Z9scale_addIfEvPT_PKS0_S0_i"),
             std::string::npos)
       << second;
@@ -207,9 +197,9 @@ TEST(Compile, HitsMakeNoNvrtcCompileCalls) {
       " PCACHE_TEST_NVRTC_COUNT=" + count + " ";
   const std::string cmd = env + PCACHE_COMPILE_PROBE + " sqlite:" + (d / "cache.db") + " " +
                           PCACHE_EXAMPLES_DIR "/kernels.cu";
-  EXPECT_NE(run(cmd).find("hit=0"), std::string::npos);
+  EXPECT_NE(run_command(cmd).find("hit=0"), std::string::npos);
   EXPECT_EQ(compile_count(count), 1u);
-  for (int i = 0; i < 3; ++i) EXPECT_NE(run(cmd).find("hit=1"), std::string::npos);
+  for (int i = 0; i < 3; ++i) EXPECT_NE(run_command(cmd).find("hit=1"), std::string::npos);
   EXPECT_EQ(compile_count(count), 1u);
 }
 
@@ -252,7 +242,7 @@ TEST(Compile, FourProcessesMissingOneKeyCompileOnce) {
       " PCACHE_TEST_NVRTC_COUNT=" + count + " " + PCACHE_COMPILE_PROBE +
       " sqlite:" + (d / "cache.db") + " " + src;
   // Four processes started together; each prints one line.
-  const std::string out = run("for i in 1 2 3 4; do " + cmd + " & done; wait");
+  const std::string out = run_command("for i in 1 2 3 4; do " + cmd + " & done; wait");
   size_t lines = 0, ok = 0;
   for (size_t pos = 0; (pos = out.find("status=", pos)) != std::string::npos; ++pos, ++lines)
     if (out.compare(pos, 9, "status=0 ") == 0) ++ok;

@@ -27,15 +27,6 @@ pcache_program program(const std::string &source, const char **exprs, size_t n, 
   return p;
 }
 
-std::string run(const std::string &cmd) {
-  std::string out;
-  FILE *p = ::popen(cmd.c_str(), "r");
-  char buf[4096];
-  while (p && std::fgets(buf, sizeof buf, p)) out += buf;
-  if (p) ::pclose(p);
-  return out;
-}
-
 const char *kExprs[] = {"scale_add<float>", "block_sum<float, 256>"};
 
 }  // namespace
@@ -106,10 +97,10 @@ TEST(NoDriver, TheToolkitStubAndAMissingLibraryAreCudaUnavailable) {
   TempDir d;
   const std::string probe =
       std::string(PCACHE_COMPILE_PROBE) + " memory: " PCACHE_EXAMPLES_DIR "/kernels.cu load";
-  const std::string stub = run("PCACHE_LIBCUDA=" PCACHE_CUDA_STUB " " + probe);
+  const std::string stub = run_command("PCACHE_LIBCUDA=" PCACHE_CUDA_STUB " " + probe);
   EXPECT_NE(stub.find("status=-10"), std::string::npos) << stub;
   EXPECT_NE(stub.find("cuInit failed: CUDA_ERROR_STUB_LIBRARY"), std::string::npos) << stub;
-  const std::string missing = run("PCACHE_LIBCUDA=/nonexistent/libcuda.so.1 " + probe);
+  const std::string missing = run_command("PCACHE_LIBCUDA=/nonexistent/libcuda.so.1 " + probe);
   EXPECT_NE(missing.find("status=-10"), std::string::npos) << missing;
   EXPECT_NE(missing.find("/nonexistent/libcuda.so.1"), std::string::npos) << missing;
 }

@@ -99,6 +99,15 @@ bool check_value(const std::string &value, uint32_t *id, uint32_t *seed) {
   return true;
 }
 
+std::string run_command(const std::string &cmd) {
+  std::string out;
+  FILE *p = ::popen(cmd.c_str(), "r");
+  char buf[4096];
+  while (p && std::fgets(buf, sizeof buf, p)) out += buf;
+  if (p) ::pclose(p);
+  return out;
+}
+
 std::string read_file(const std::string &path) {
   std::ifstream in(path, std::ios::binary);
   std::stringstream ss;

@@ -49,6 +49,8 @@ std::string make_value(uint32_t id, uint32_t seed, size_t len);
 bool check_value(const std::string &value, uint32_t *id = nullptr, uint32_t *seed = nullptr);
 
 std::string read_file(const std::string &path);
+// Runs a shell command and returns its standard output.
+std::string run_command(const std::string &cmd);
 void write_file(const std::string &path, const std::string &data);
 // Files (recursively) under dir whose name ends with suffix ("" = all regular files).
 std::vector<std::string> list_files(const std::string &dir, const std::string &suffix = "");

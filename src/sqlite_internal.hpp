@@ -1,0 +1,103 @@
+// Private to the SQLite backend's two files: shared statements' helpers, the schema, and the
+// transaction templates.
+#pragma once
+
+#include <sqlite3.h>
+
+#include <chrono>
+#include <string>
+#include <thread>
+
+#include "error.hpp"
+#include "sqlite_backend.hpp"
+
+namespace progcache::sqlite_detail {
+// Statements, in the order of SqliteBackend::Stmt.
+
+// atime is a logical clock kept in meta, not wall time: the LRU order stays exact even for
+// touches within one second, and across processes (the clock advances inside write txns).
+constexpr const char *kSchema =
+    "CREATE TABLE entries(key BLOB PRIMARY KEY NOT NULL, record BLOB NOT NULL,"
+    " size INTEGER NOT NULL, atime INTEGER NOT NULL, used_at INTEGER NOT NULL);"
+    "CREATE INDEX entries_by_atime ON entries(atime);"
+    "CREATE TABLE meta(name TEXT PRIMARY KEY NOT NULL, value INTEGER NOT NULL);"
+    "INSERT INTO meta VALUES('clock', 0), ('total_size', 0), ('entry_count', 0), ('hits', 0),"
+    " ('misses', 0), ('evictions', 0), ('compile_us_saved', 0);";
+
+struct CorruptDatabase : Error {
+  explicit CorruptDatabase(const std::string &m) : Error(Status::corrupt, m) {}
+};
+
+// Resets a statement when the scope ends, whatever happened.
+struct StmtScope {
+  sqlite3_stmt *s;
+  ~StmtScope() {
+    sqlite3_reset(s);
+    sqlite3_clear_bindings(s);
+  }
+};
+
+// Percent-encodes what a SQLite URI filename cannot hold literally.
+inline std::string uri_escape(const std::string &path) {
+  std::string out;
+  for (unsigned char c : path) {
+    if (c == '%' || c == '?' || c == '#' || c < 0x20 || c >= 0x7f) {
+      char buf[4];
+      std::snprintf(buf, sizeof buf, "%%%02X", c);
+      out += buf;
+    } else {
+      out += char(c);
+    }
+  }
+  return out;
+}
+
+inline bool is_busy(int rc) {
+  return (rc & 0xff) == SQLITE_BUSY || (rc & 0xff) == SQLITE_LOCKED;
+}
+
+}  // namespace progcache::sqlite_detail
+
+namespace progcache {
+
+template <typename Fn>
+inline auto SqliteBackend::with_recovery(Fn &&fn) -> decltype(fn()) {
+  ensure_process();
+  try {
+    return fn();
+  } catch (const sqlite_detail::CorruptDatabase &e) {
+    reset_database(e.what());
+    return fn();
+  }
+}
+
+template <typename Fn>
+inline void SqliteBackend::write_txn(Fn &&fn) {
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(busy_timeout_ms_);
+  for (int attempt = 0;; ++attempt) {
+    sqlite_detail::StmtScope begin{stmt(kBegin)};
+    const int rc = sqlite3_step(begin.s);
+    if (rc == SQLITE_DONE) break;
+    // The busy handler already waited; some busy answers (snapshot conflicts) skip it.
+    if (sqlite_detail::is_busy(rc) && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1 + attempt % 8));
+      continue;
+    }
+    fail(rc, "cannot begin a write transaction");
+  }
+  try {
+    fn();
+    sqlite_detail::StmtScope commit{stmt(kCommit)};
+    const int rc = sqlite3_step(commit.s);
+    if (rc != SQLITE_DONE) fail(rc, "cannot commit");
+  } catch (...) {
+    if (sqlite3_get_autocommit(db_) == 0) {
+      sqlite_detail::StmtScope rollback{stmt(kRollback)};
+      sqlite3_step(rollback.s);
+    }
+    throw;
+  }
+}
+
+}  // namespace progcache
