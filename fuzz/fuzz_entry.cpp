@@ -19,7 +19,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   decode_entry(record, key, true, &why, &mac);
   if (auto parts = decode_entry(record, key, true, &why)) {
     Blob again = encode_entry(parts->key, parts->meta, parts->payload);
-    if (again.size() != record.size || std::memcmp(again.data(), record.data, 32) != 0) __builtin_trap();
+    if (again.size() != record.size || std::memcmp(again.data(), record.data, 32) != 0)
+      __builtin_trap();
   }
   return 0;
 }

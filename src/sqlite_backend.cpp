@@ -18,6 +18,7 @@
 namespace progcache {
 namespace {
 
+// Statements, in the order of SqliteBackend::Stmt.
 constexpr const char *kSql[] = {
     "SELECT record FROM entries WHERE key = ?1",
     "UPDATE entries SET atime = ?2, used_at = ?3 WHERE key = ?1",

@@ -12,7 +12,6 @@
 #include "sqlite_backend.hpp"
 
 namespace progcache::sqlite_detail {
-// Statements, in the order of SqliteBackend::Stmt.
 
 // atime is a logical clock kept in meta, not wall time: the LRU order stays exact even for
 // touches within one second, and across processes (the clock advances inside write txns).

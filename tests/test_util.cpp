@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -97,6 +98,28 @@ bool check_value(const std::string &value, uint32_t *id, uint32_t *seed) {
   if (id) *id = uint32_t(i);
   if (seed) *seed = uint32_t(s);
   return true;
+}
+
+int check_read_only_cache(const std::string &uri) {
+  pcache *h = nullptr;
+  if (pcache_open(uri.c_str(), nullptr, &h) != PCACHE_OK) {
+    std::fprintf(stderr, "open: %s\n", pcache_last_error());
+    return 2;
+  }
+  void *data = nullptr;
+  size_t size = 0;
+  if (pcache_get(h, "k", 1, &data, &size) != PCACHE_OK) {
+    std::fprintf(stderr, "get: %s\n", pcache_last_error());
+    return 3;
+  }
+  pcache_free(data);
+  const pcache_status st = pcache_put(h, "n", 1, "v", 1);
+  if (st != PCACHE_ERR_PERMISSION && st != PCACHE_ERR_IO) return 4;
+  if (std::strlen(pcache_last_error()) == 0) return 5;
+  if (pcache_get(h, "k", 1, &data, &size) != PCACHE_OK) return 6;  // nothing lost
+  pcache_free(data);
+  pcache_close(h);
+  return 0;
 }
 
 std::string run_command(const std::string &cmd) {

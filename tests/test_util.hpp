@@ -49,6 +49,11 @@ std::string make_value(uint32_t id, uint32_t seed, size_t len);
 bool check_value(const std::string &value, uint32_t *id = nullptr, uint32_t *seed = nullptr);
 
 std::string read_file(const std::string &path);
+// For a cache made read-only after storing "k": opening and hits must work, a put must fail with
+// PCACHE_ERR_PERMISSION or PCACHE_ERR_IO and a message, and "k" must still be there.
+// Returns 0, or the number of the first check that failed (reasons go to stderr).
+int check_read_only_cache(const std::string &uri);
+
 // Runs a shell command and returns its standard output.
 std::string run_command(const std::string &cmd);
 void write_file(const std::string &path, const std::string &data);
