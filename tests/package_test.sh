@@ -10,7 +10,7 @@ debs=("$work"/debs/*.deb)
 [ ${#debs[@]} -eq 3 ] || { echo "expected 3 packages, got: ${debs[*]}"; exit 1; }
 for name in libprogcache1 libprogcache-dev progcache; do
   deb=$(ls "$work"/debs/${name}_*.deb)
-  dpkg-deb -f "$deb" Package | grep -qx "$name"
+  [ "$(dpkg-deb -f "$deb" Package)" = "$name" ]
   dpkg-deb -x "$deb" "$work/root"
 done
 lib=$(ls "$work"/debs/libprogcache1_*.deb)
@@ -18,7 +18,9 @@ deps=$(dpkg-deb -f "$lib" Depends)
 echo "libprogcache1 Depends: $deps"
 grep -q libsqlite3 <<<"$deps" && grep -q libssl3 <<<"$deps"
 if grep -qi cuda <<<"$deps"; then echo "the library package depends on CUDA"; exit 1; fi
-dpkg-deb --ctrl-tarfile "$lib" | tar -t | grep -q shlibs
+# Lists are captured before matching: with pipefail, grep -q exiting early would kill the writer.
+control_files=$(dpkg-deb --ctrl-tarfile "$lib" | tar -t)
+grep -q shlibs <<<"$control_files"
 dev_deps=$(dpkg-deb -f "$(ls "$work"/debs/libprogcache-dev_*.deb)" Depends)
 grep -q 'libprogcache1 (= ' <<<"$dev_deps"
 root=$work/root/usr
