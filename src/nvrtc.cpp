@@ -40,8 +40,6 @@ struct Nvrtc::Api {
 
 namespace {
 
-std::atomic<bool> g_loaded{false};
-
 std::vector<std::string> search_dirs() {
   std::vector<std::string> dirs;
   for (const char *var : {"CUDA_HOME", "CUDA_PATH"})
@@ -146,10 +144,6 @@ NvrtcLocation scan_for_nvrtc() {
 }
 }  // namespace
 
-bool nvrtc_loaded() {
-  return g_loaded.load();
-}
-
 Nvrtc::Nvrtc() = default;
 Nvrtc::~Nvrtc() = default;
 
@@ -202,7 +196,6 @@ Nvrtc &Nvrtc::load(const NvrtcLocation &where) {
   n->api_ = std::move(api);
   n->version_ = uint32_t(major) * 1000 + uint32_t(minor) * 10;
   n->path_ = where.path;
-  g_loaded = true;
   return *loaded.emplace(where.path, std::move(n)).first->second;
 }
 

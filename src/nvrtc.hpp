@@ -52,7 +52,4 @@ class Nvrtc {
   std::string path_;
 };
 
-// Counts of the loader's work in this process (for tests and `progcache` timing output).
-bool nvrtc_loaded();
-
 }  // namespace progcache

@@ -52,7 +52,6 @@ class SqliteBackend final : public Backend {
     kMetaAdd,
     kStmtCount
   };
-  struct Connection;
 
   void connect();
   void disconnect(bool abandon);
