@@ -60,7 +60,7 @@ static_assert(PCACHE_MAX_KEY_SIZE == progcache::kMaxKeySize);
 static_assert(sizeof(pcache_options) == 32 && offsetof(pcache_options, max_size_bytes) == 8 &&
               offsetof(pcache_options, secret) == 16 &&
               offsetof(pcache_options, secret_size) == 24);
-static_assert(sizeof(pcache_stats) == 80);
+static_assert(sizeof(pcache_stats) == 96);
 
 namespace {
 
@@ -336,26 +336,47 @@ pcache_status pcache_clear(pcache *cache) {
   });
 }
 
+namespace {
+
+void copy_stats(const progcache::CacheStats &s, pcache_stats *stats) {
+  if (!stats) throw invalid("stats is NULL");
+  if (stats->struct_size < kStatsV1Size)
+    throw invalid("stats->struct_size " + std::to_string(stats->struct_size) +
+                  " is too small (set it to sizeof(pcache_stats))");
+  pcache_stats out{};
+  out.struct_size = stats->struct_size;
+  out.hits = s.hits;
+  out.misses = s.misses;
+  out.puts = s.puts;
+  out.deletes = s.deletes;
+  out.evictions = s.evictions;
+  out.bytes_read = s.bytes_read;
+  out.bytes_written = s.bytes_written;
+  out.corrupt = s.corrupt;
+  out.healed = s.healed;
+  out.tier_errors = s.tier_errors;
+  out.tier_skips = s.tier_skips;
+  std::memcpy(stats, &out, std::min<size_t>(stats->struct_size, sizeof out));
+}
+
+}  // namespace
+
 pcache_status pcache_get_stats(pcache *cache, pcache_stats *stats) {
   return guarded(__func__, [&] {
     auto &c = need_cache(cache);
     if (!stats) throw invalid("stats is NULL");
-    if (stats->struct_size < kStatsV1Size)
-      throw invalid("stats->struct_size " + std::to_string(stats->struct_size) +
-                    " is too small (set it to sizeof(pcache_stats))");
-    const progcache::CacheStats s = c.stats();
-    pcache_stats out{};
-    out.struct_size = stats->struct_size;
-    out.hits = s.hits;
-    out.misses = s.misses;
-    out.puts = s.puts;
-    out.deletes = s.deletes;
-    out.evictions = s.evictions;
-    out.bytes_read = s.bytes_read;
-    out.bytes_written = s.bytes_written;
-    out.corrupt = s.corrupt;
-    out.healed = s.healed;
-    std::memcpy(stats, &out, std::min<size_t>(stats->struct_size, sizeof out));
+    copy_stats(c.stats(), stats);
+    return PCACHE_OK;
+  });
+}
+
+pcache_status pcache_get_tier_stats(pcache *cache, uint32_t tier, pcache_stats *stats) {
+  return guarded(__func__, [&] {
+    auto &c = need_cache(cache);
+    if (!stats) throw invalid("stats is NULL");
+    const auto tiers = c.tier_stats();
+    if (tier >= tiers.size()) return PCACHE_NOT_FOUND;
+    copy_stats(tiers[tier].second, stats);
     return PCACHE_OK;
   });
 }

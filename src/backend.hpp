@@ -17,6 +17,8 @@ namespace progcache {
 struct BackendEvents {
   std::atomic<uint64_t> evictions{0};
   std::atomic<uint64_t> corrupt{0};
+  std::atomic<uint64_t> tier_errors{0};  // tiered: calls on a tier that failed and were skipped
+  std::atomic<uint64_t> tier_skips{0};   // tiered: calls not made to a tier in back-off
 };
 
 // A warning for the calling thread's pcache_last_error() that does not fail the call (a database
@@ -83,6 +85,9 @@ class Backend {
   // true when records never leave this process's memory, so re-verifying checksums on every
   // read would only cost time.
   virtual bool in_process() const { return false; }
+  // For a remote store: how long a tiered cache leaves it alone after a failure (doubling per
+  // consecutive failure). 0 = a local store, never skipped.
+  virtual uint64_t retry_backoff_ms() const { return 0; }
 
  private:
   std::mutex counters_mutex_;

@@ -65,6 +65,12 @@ class Blob {
   const uint8_t *data() const { return base_ + kPrefix; }
   size_t size() const { return size_; }
   ByteView view() const { return {data(), size_}; }
+  // Shortens the blob to n <= size() bytes, returning the spare memory to the allocator.
+  void shrink(size_t n) {
+    if (n >= size_) return;
+    if (auto *b = static_cast<uint8_t *>(std::realloc(base_, kPrefix + (n ? n : 1)))) base_ = b;
+    size_ = n;
+  }
   // Gives up ownership of the whole block; the caller frees base with std::free.
   uint8_t *release_base() {
     uint8_t *b = base_;

@@ -7,7 +7,9 @@
 #include "error.hpp"
 #include "filestream_backend.hpp"
 #include "memory_backend.hpp"
+#include "redis_backend.hpp"
 #include "sqlite_backend.hpp"
+#include "tiered_backend.hpp"
 #include "trust.hpp"
 #include "uri.hpp"
 
@@ -49,6 +51,35 @@ void release_payload(void *payload) noexcept {
   std::free(base);
 }
 
+namespace {
+
+// compress=none|zstd and compress_level=N, taken from the URI before the backend sees the rest.
+int take_compress_level(Uri &uri, bool default_on) {
+  const std::string mode = uri.take("compress", default_on ? "zstd" : "none");
+  const std::string level_text = uri.take("compress_level", "3");
+  if (mode == "none") return 0;
+  if (mode != "zstd") throw Error(Status::invalid_arg, "compress='" + mode + "': use zstd or none");
+  const uint64_t level = parse_uint_param("compress_level", level_text);
+  if (level < 1 || level > uint64_t(max_compress_level()))
+    throw Error(Status::invalid_arg, "compress_level=" + level_text + ": use 1 to " +
+                                         std::to_string(max_compress_level()));
+  return int(level);
+}
+
+std::vector<std::string> split_tiers(const std::string &text) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (true) {
+    const size_t bar = text.find('|', start);
+    out.push_back(text.substr(start, bar - start));
+    if (bar == std::string::npos) break;
+    start = bar + 1;
+  }
+  return out;
+}
+
+}  // namespace
+
 std::unique_ptr<Cache> Cache::open(std::string_view uri_text, const CacheOptions &options) {
   std::string text = uri_text.empty() ? default_uri() : std::string(uri_text);
   Uri uri = parse_uri(text);
@@ -58,6 +89,22 @@ std::unique_ptr<Cache> Cache::open(std::string_view uri_text, const CacheOptions
   config.events = &cache->events_;
   const char *shared = trusted_env("PCACHE_ALLOW_SHARED");
   config.allow_shared = options.allow_shared || (shared && std::string(shared) == "1");
+  if (uri.scheme == "tiered") {
+    // Each tier is a whole cache with its own checks, signature and compression; this one
+    // only routes, so it neither signs nor compresses.
+    std::vector<std::unique_ptr<Cache>> tiers;
+    CacheOptions tier_options = options;
+    tier_options.lazy_connect = true;
+    for (const std::string &part : split_tiers(uri.path)) {
+      if (part.empty())
+        throw Error(Status::invalid_arg, "tiered: empty tier in '" + redact_uri(text) + "'");
+      if (part.compare(0, 7, "tiered:") == 0)
+        throw Error(Status::invalid_arg, "tiered: a tier cannot itself be tiered");
+      tiers.push_back(Cache::open(part, tier_options));
+    }
+    cache->backend_ = std::make_unique<TieredBackend>(std::move(tiers), config);
+    return cache;
+  }
   if (uri.scheme != "memory" && process_is_privileged() && !options.allow_privileged)
     throw Error(Status::permission,
                 "this is a setuid/setgid process: persistent caches are off, so that it never "
@@ -68,12 +115,31 @@ std::unique_ptr<Cache> Cache::open(std::string_view uri_text, const CacheOptions
   if (uri.scheme == "memory") {
     uri.expect_no_params();
     cache->backend_ = std::make_unique<MemoryBackend>(config);
-  } else if (uri.scheme == "sqlite") {
-    cache->backend_ = std::make_unique<SqliteBackend>(uri, config);
-  } else {
-    cache->backend_ = std::make_unique<FileStreamBackend>(uri, config);
+    return cache;
   }
+  // Bandwidth is what a remote store costs, so its entries are compressed unless told not to.
+  cache->compress_level_ = take_compress_level(uri, uri.scheme == "redis");
+  if (uri.scheme == "sqlite")
+    cache->backend_ = std::make_unique<SqliteBackend>(uri, config);
+  else if (uri.scheme == "redis")
+    cache->backend_ = std::make_unique<RedisBackend>(uri, config, options.lazy_connect);
+  else
+    cache->backend_ = std::make_unique<FileStreamBackend>(uri, config);
   return cache;
+}
+
+std::string Cache::display_uri() const {
+  return redact_uri(uri_);
+}
+
+std::vector<std::pair<std::string, CacheStats>> Cache::tier_stats() const {
+  std::vector<std::pair<std::string, CacheStats>> out;
+  if (const auto *tiered = dynamic_cast<const TieredBackend *>(backend_.get())) {
+    for (auto &t : tiered->tier_stats()) out.emplace_back(t.uri, t.stats);
+  } else {
+    out.emplace_back(display_uri(), stats());
+  }
+  return out;
 }
 
 void Cache::check_key(ByteView key) const {
@@ -97,6 +163,14 @@ std::optional<Hit> Cache::get(ByteView key, bool count_stats) {
   const bool from_storage = !backend_->in_process();
   auto parts =
       decode_entry(record->view(), key, from_storage, &why, from_storage ? mac_.get() : nullptr);
+  if (parts && parts->compressed) {
+    if (auto plain = inflate_entry(*parts, &why)) {
+      record = std::make_shared<const Blob>(std::move(*plain));
+      parts = parse_entry(record->view(), &why);
+    } else {
+      parts.reset();
+    }
+  }
   if (!parts) {
     // Damaged or foreign bytes: never returned. Remove them so the next put heals the entry.
     try {
@@ -140,7 +214,7 @@ void Cache::put(ByteView key, ByteView payload, ByteView meta) {
     throw Error(Status::too_large, "value of " + std::to_string(payload.size) +
                                        " bytes exceeds this backend's limit of " +
                                        std::to_string(backend_->max_payload_size()));
-  backend_->put(key, encode_entry(key, meta, payload, mac_.get()), payload.size);
+  backend_->put(key, encode_entry(key, meta, payload, mac_.get(), compress_level_), payload.size);
   puts_.fetch_add(1, std::memory_order_relaxed);
   bytes_written_.fetch_add(payload.size, std::memory_order_relaxed);
 }
@@ -198,6 +272,8 @@ CacheStats Cache::stats() const {
   s.bytes_written = ld(bytes_written_);
   s.corrupt = ld(corrupt_) + ld(events_.corrupt);
   s.healed = ld(healed_);
+  s.tier_errors = ld(events_.tier_errors);
+  s.tier_skips = ld(events_.tier_skips);
   return s;
 }
 

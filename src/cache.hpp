@@ -6,6 +6,8 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "backend.hpp"
 #include "entry.hpp"
@@ -17,11 +19,12 @@ struct CacheOptions {
   bool allow_shared = false;          // trust directories other users own or can write
   bool allow_privileged = false;      // persistent caches in setuid/setgid processes
   std::optional<std::string> secret;  // sign and verify entries (else $PCACHE_SECRET_FILE)
+  bool lazy_connect = false;          // remote stores: open without reaching the server (tiers)
 };
 
 struct CacheStats {
   uint64_t hits = 0, misses = 0, puts = 0, deletes = 0, evictions = 0, bytes_read = 0,
-           bytes_written = 0, corrupt = 0, healed = 0;
+           bytes_written = 0, corrupt = 0, healed = 0, tier_errors = 0, tier_skips = 0;
 };
 
 // A verified hit: the record and where its payload lies inside it.
@@ -48,6 +51,8 @@ class Cache {
   uint64_t size() { return backend_->size(); }
   void clear() { backend_->clear(); }
   CacheStats stats() const;
+  // Per tier for a tiered cache (URI order); one element (this cache) otherwise.
+  std::vector<std::pair<std::string, CacheStats>> tier_stats() const;
   // A compile served from the cache saved this much NVRTC time.
   void note_compile_hit(uint64_t compile_us) {
     pending_saved_us_.fetch_add(compile_us, std::memory_order_relaxed);
@@ -62,6 +67,10 @@ class Cache {
   // A cached image the driver rejected was replaced by a fresh compile.
   void note_healed() { healed_.fetch_add(1, std::memory_order_relaxed); }
   const std::string &uri() const { return uri_; }
+  // The URI with any password replaced by "***", for messages and listings.
+  std::string display_uri() const;
+  // The zstd level entries are stored with (0 = uncompressed).
+  int compress_level() const { return compress_level_; }
   uint64_t max_size_bytes() const { return options_.max_size_bytes; }
   Backend &backend() { return *backend_; }
 
@@ -74,6 +83,7 @@ class Cache {
   BackendEvents events_;
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<MacKey> mac_;
+  int compress_level_ = 0;
   void count_op();
   std::atomic<uint64_t> pending_hits_{0}, pending_misses_{0}, pending_saved_us_{0},
       flushed_evictions_{0}, ops_since_flush_{0};

@@ -5,7 +5,9 @@
 #include <openssl/evp.h>
 #include <openssl/params.h>
 #include <xxhash.h>
+#include <zstd.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "error.hpp"
@@ -15,6 +17,8 @@ namespace {
 
 constexpr char kMagic[4] = {'P', 'C', 'E', 'N'};
 constexpr uint16_t kFlagMac = 1;
+constexpr uint16_t kFlagZstd = 2;
+constexpr size_t kMinCompressSize = 64;
 
 void store_le(uint8_t *p, uint64_t v, int n) {
   for (int i = 0; i < n; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
@@ -69,28 +73,104 @@ void MacKey::sign(const uint8_t *record, size_t body_size, uint8_t out[16]) cons
   std::memcpy(out, full, 16);
 }
 
-Blob encode_entry(ByteView key, ByteView meta, ByteView payload, const MacKey *mac) {
-  // Zero padding after the metadata puts the payload on a 16-byte boundary of the record (and so
-  // of every buffer holding it): drivers parse cubins as ELF structures in place.
-  const size_t pad = (16 - (kEntryHeaderSize + key.size + meta.size) % 16) % 16;
-  const size_t body = key.size + meta.size + pad + payload.size;
-  Blob b(kEntryHeaderSize + body);
-  uint8_t *p = b.data();
+namespace {
+
+// Zero padding after the metadata puts the payload on a 16-byte boundary of the record (and so
+// of every buffer holding it): drivers parse cubins as ELF structures in place.
+size_t padding_for(ByteView key, ByteView meta) {
+  return (16 - (kEntryHeaderSize + key.size + meta.size) % 16) % 16;
+}
+
+// Writes the header (without checksum and MAC) and key|meta|padding; returns where the stored
+// payload goes.
+uint8_t *write_prefix(uint8_t *p, ByteView key, ByteView meta, size_t pad, uint64_t payload_size,
+                      uint16_t flags) {
   std::memset(p, 0, kEntryHeaderSize);
   std::memcpy(p, kMagic, 4);
   store_le(p + 4, kEntryFormatVersion, 2);
+  store_le(p + 6, flags, 2);
   store_le(p + 8, key.size, 4);
   store_le(p + 12, meta.size, 4);
-  store_le(p + 16, payload.size, 8);
+  store_le(p + 16, payload_size, 8);
   store_le(p + 24, pad, 4);
   uint8_t *q = p + kEntryHeaderSize;
   if (key.size) std::memcpy(q, key.data, key.size);
   if (meta.size) std::memcpy(q + key.size, meta.data, meta.size);
   std::memset(q + key.size + meta.size, 0, pad);
-  if (payload.size) std::memcpy(q + key.size + meta.size + pad, payload.data, payload.size);
-  if (mac) store_le(p + 6, kFlagMac, 2);
-  checksum(p, body, p + 32);
-  if (mac) mac->sign(p, body, p + 48);
+  return q + key.size + meta.size + pad;
+}
+
+void seal(Blob &b, const MacKey *mac) {
+  const size_t body = b.size() - kEntryHeaderSize;
+  checksum(b.data(), body, b.data() + 32);
+  if (mac) mac->sign(b.data(), body, b.data() + 48);
+}
+
+// One compression and one decompression context per thread: creating them costs more than
+// compressing a small cubin.
+struct ZstdContexts {
+  ZSTD_CCtx *c = ZSTD_createCCtx();
+  ZSTD_DCtx *d = ZSTD_createDCtx();
+  ~ZstdContexts() {
+    ZSTD_freeCCtx(c);
+    ZSTD_freeDCtx(d);
+  }
+};
+ZstdContexts &zstd() {
+  thread_local ZstdContexts contexts;
+  if (!contexts.c || !contexts.d) throw std::bad_alloc();
+  return contexts;
+}
+
+}  // namespace
+
+int max_compress_level() {
+  return ZSTD_maxCLevel();
+}
+
+Blob encode_entry(ByteView key, ByteView meta, ByteView payload, const MacKey *mac,
+                  int compress_level) {
+  const size_t pad = padding_for(key, meta);
+  const size_t prefix = kEntryHeaderSize + key.size + meta.size + pad;
+  const uint16_t mac_flag = mac ? kFlagMac : 0;
+  if (compress_level > 0 && payload.size >= kMinCompressSize) {
+    const size_t bound = ZSTD_compressBound(payload.size);
+    Blob b(prefix + bound);
+    uint8_t *out = write_prefix(b.data(), key, meta, pad, payload.size, mac_flag | kFlagZstd);
+    const size_t n = ZSTD_compressCCtx(zstd().c, out, bound, payload.data, payload.size,
+                                       std::min(compress_level, ZSTD_maxCLevel()));
+    if (!ZSTD_isError(n) && n < payload.size) {
+      b.shrink(prefix + n);
+      seal(b, mac);
+      return b;
+    }
+  }
+  Blob b(prefix + payload.size);
+  uint8_t *out = write_prefix(b.data(), key, meta, pad, payload.size, mac_flag);
+  if (payload.size) std::memcpy(out, payload.data, payload.size);
+  seal(b, mac);
+  return b;
+}
+
+std::optional<Blob> inflate_entry(const EntryParts &parts, std::string *why) {
+  auto fail = [&](const std::string &reason) -> std::optional<Blob> {
+    if (why) *why = reason;
+    return std::nullopt;
+  };
+  if (!parts.compressed) return fail("entry is not compressed");
+  const ByteView frame = parts.payload;
+  const unsigned long long declared = ZSTD_getFrameContentSize(frame.data, frame.size);
+  if (declared != parts.payload_size)
+    return fail("compressed payload does not declare the entry's payload size");
+  if (ZSTD_findFrameCompressedSize(frame.data, frame.size) != frame.size)
+    return fail("compressed payload is not exactly one zstd frame");
+  const size_t pad = padding_for(parts.key, parts.meta);
+  Blob b(kEntryHeaderSize + parts.key.size + parts.meta.size + pad + parts.payload_size);
+  uint8_t *out = write_prefix(b.data(), parts.key, parts.meta, pad, parts.payload_size, 0);
+  const size_t n = ZSTD_decompressDCtx(zstd().d, out, parts.payload_size, frame.data, frame.size);
+  if (ZSTD_isError(n)) return fail(std::string("zstd: ") + ZSTD_getErrorName(n));
+  if (n != parts.payload_size) return fail("compressed payload decompressed to the wrong size");
+  seal(b, nullptr);
   return b;
 }
 
@@ -109,7 +189,7 @@ std::optional<EntryParts> parse_entry(ByteView record, std::string *why) {
   if (std::memcmp(p, kMagic, 4) != 0) return fail("bad entry magic");
   if (load_le(p + 4, 2) != kEntryFormatVersion) return fail("unknown entry format version");
   const uint64_t flags = load_le(p + 6, 2);
-  if (flags & ~uint64_t(kFlagMac)) return fail("unknown entry flags");
+  if (flags & ~uint64_t(kFlagMac | kFlagZstd)) return fail("unknown entry flags");
   if (!(flags & kFlagMac))
     for (size_t i = 48; i < kEntryHeaderSize; ++i)
       if (p[i] != 0) return fail("reserved entry header bytes are not zero");
@@ -119,14 +199,19 @@ std::optional<EntryParts> parse_entry(ByteView record, std::string *why) {
   const uint64_t pad = load_le(p + 24, 4);
   if (pad >= 16 || load_le(p + 28, 4) != 0) return fail("bad entry padding field");
   const uint64_t body = record.size - kEntryHeaderSize;
-  if (key_size > body || meta_size > body - key_size || pad > body - key_size - meta_size ||
-      payload_size != body - key_size - meta_size - pad)
+  const bool compressed = flags & kFlagZstd;
+  if (key_size > body || meta_size > body - key_size || pad > body - key_size - meta_size)
+    return fail("entry sizes do not match its length (truncated or padded)");
+  const uint64_t stored = body - key_size - meta_size - pad;
+  if (compressed ? stored == 0 : payload_size != stored)
     return fail("entry sizes do not match its length (truncated or padded)");
   EntryParts parts;
   parts.key = {p + kEntryHeaderSize, key_size};
   parts.meta = {p + kEntryHeaderSize + key_size, meta_size};
   parts.payload_offset = kEntryHeaderSize + key_size + meta_size + pad;
-  parts.payload = {p + parts.payload_offset, payload_size};
+  parts.payload = {p + parts.payload_offset, stored};
+  parts.payload_size = payload_size;
+  parts.compressed = compressed;
   return parts;
 }
 

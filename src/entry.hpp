@@ -3,10 +3,11 @@
 //   offset  size  field
 //   0       4     magic "PCEN"
 //   4       2     format version (kEntryFormatVersion)
-//   6       2     flags: bit 0 = bytes 48..63 hold a MAC
+//   6       2     flags: bit 0 = bytes 48..63 hold a MAC; bit 1 = the payload is stored as one
+//                 zstd frame (the stored bytes run to the end of the record)
 //   8       4     key size
 //   12      4     metadata size
-//   16      8     payload size
+//   16      8     payload size (as the caller sees it: uncompressed)
 //   24      4     padding size: zero bytes after the metadata so the payload starts on a
 //                 16-byte boundary of the record
 //   28      4     reserved (0)
@@ -19,6 +20,11 @@
 // deliberate forger. The MAC is: with a secret configured, every entry is signed and every read
 // from storage checked (see docs/security.md). XXH3 runs at memory speed, so verifying every read
 // costs a few percent of the read itself, where a cryptographic hash would cost several times it.
+//
+// Compression: the checksum and the MAC cover the stored (compressed) bytes, so damage and
+// forgeries are caught before a byte is decompressed; the frame's declared content size must
+// equal the header's payload size, which bounds what a hostile record can make a reader allocate.
+// Readers of either kind of entry coexist: the flag, not the backend, says how to read it.
 #pragma once
 
 #include <optional>
@@ -42,14 +48,19 @@ class MacKey {
   uint8_t key_[64];
 };
 
-// Builds the record for (key, meta, payload), signed when mac is not null.
-Blob encode_entry(ByteView key, ByteView meta, ByteView payload, const MacKey *mac = nullptr);
+// Builds the record for (key, meta, payload), signed when mac is not null. compress_level > 0
+// stores the payload zstd-compressed at that level when that makes the record smaller (payloads
+// under 64 bytes or incompressible ones are stored as they are).
+Blob encode_entry(ByteView key, ByteView meta, ByteView payload, const MacKey *mac = nullptr,
+                  int compress_level = 0);
 
 struct EntryParts {
   ByteView key;
   ByteView meta;
-  ByteView payload;
+  ByteView payload;  // the stored bytes: a zstd frame when compressed (see inflate_entry)
   size_t payload_offset = 0;
+  uint64_t payload_size = 0;  // the caller's payload size (uncompressed)
+  bool compressed = false;
 };
 
 // Parses the header fields without verifying the checksum; nullopt (with *why) if malformed.
@@ -60,6 +71,14 @@ std::optional<EntryParts> parse_entry(ByteView record, std::string *why);
 // nullopt with *why set if anything is wrong.
 std::optional<EntryParts> decode_entry(ByteView record, ByteView expected_key, bool verify_checksum,
                                        std::string *why, const MacKey *mac = nullptr);
+
+// For a compressed entry (parts from parse_entry/decode_entry of record): a new, uncompressed,
+// unsigned record holding the same key, metadata and payload. nullopt with *why set if the frame
+// is damaged or does not decompress to exactly parts.payload_size bytes.
+std::optional<Blob> inflate_entry(const EntryParts &parts, std::string *why);
+
+// zstd levels accepted by encode_entry (1..ZSTD_maxCLevel()).
+int max_compress_level();
 
 // Reads the payload size from a header prefix of at least kEntryHeaderSize bytes (0 if bad).
 std::optional<uint64_t> entry_payload_size(ByteView header);

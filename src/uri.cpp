@@ -1,5 +1,6 @@
 #include "uri.hpp"
 
+#include <algorithm>
 #include <cctype>
 #include <cstdlib>
 #include <cstring>
@@ -10,7 +11,8 @@
 namespace progcache {
 
 namespace {
-constexpr const char *kSchemes = "memory:, sqlite:PATH, filestream:DIR";
+constexpr const char *kSchemes =
+    "memory:, sqlite:PATH, filestream:DIR, redis://HOST:PORT[/DB], tiered:URI|URI...";
 
 std::string env(const char *name) {
   const char *v = trusted_env(name);
@@ -40,6 +42,16 @@ Uri parse_uri(std::string_view text) {
                 "cache URI '" + std::string(text) + "' has no scheme; use one of " + kSchemes);
   uri.scheme = std::string(text.substr(0, colon));
   std::string_view rest = text.substr(colon + 1);
+  if (uri.scheme == "tiered") {
+    // The tiers' own URIs carry their parameters: the text after "tiered:" is split on '|' by
+    // Cache::open, never on '?'.
+    uri.path = std::string(rest);
+    if (uri.path.empty())
+      throw Error(Status::invalid_arg,
+                  "tiered: needs tiers, e.g. tiered:memory:|sqlite:/var/cache/app.db|"
+                  "redis://cache:6379");
+    return uri;
+  }
   const size_t q = rest.find('?');
   uri.path = std::string(rest.substr(0, q));
   if (q != std::string_view::npos) {
@@ -67,11 +79,32 @@ Uri parse_uri(std::string_view text) {
       throw Error(Status::invalid_arg,
                   uri.scheme + ": needs a path, e.g. " + uri.scheme +
                       (uri.scheme == "sqlite" ? ":/tmp/cache.db" : ":/tmp/cache"));
+  } else if (uri.scheme == "redis") {
+    if (uri.path.size() < 3 || uri.path.compare(0, 2, "//") != 0)
+      throw Error(Status::invalid_arg, "redis: URI needs a server, e.g. redis://127.0.0.1:6379/0");
+  } else if (uri.scheme == "rediss") {
+    throw Error(Status::unsupported,
+                "rediss:// (Redis over TLS) is not supported: the hiredis in Debian 12 (0.14) has "
+                "no TLS; reach the server through a TLS tunnel (stunnel, spiped) with redis://, "
+                "see docs/distributed.md");
   } else {
     throw Error(Status::invalid_arg,
                 "unknown cache scheme '" + uri.scheme + ":'; known schemes: " + kSchemes);
   }
   return uri;
+}
+
+std::string redact_uri(std::string text) {
+  for (size_t pos = text.find("://"); pos != std::string::npos; pos = text.find("://", pos + 3)) {
+    const size_t start = pos + 3;
+    const size_t end = std::min(text.find_first_of("/?|", start), text.size());
+    const size_t at = text.rfind('@', end);
+    if (at == std::string::npos || at < start) continue;
+    const size_t colon = text.find(':', start);
+    const size_t from = colon != std::string::npos && colon < at ? colon + 1 : start;
+    text.replace(from, at - from, "***");
+  }
+  return text;
 }
 
 std::string default_uri() {

@@ -8,8 +8,8 @@
 namespace progcache {
 
 struct Uri {
-  std::string scheme;  // "memory", "sqlite", "filestream"
-  std::string path;    // what follows "scheme:" up to '?'
+  std::string scheme;  // "memory", "sqlite", "filestream", "redis", "tiered"
+  std::string path;    // what follows "scheme:" up to '?' (for tiered: all of it)
   std::map<std::string, std::string> params;
 
   // Returns the parameter and erases it (so that leftovers can be reported as unknown).
@@ -17,6 +17,9 @@ struct Uri {
   // Throws Error(invalid_arg) naming any parameter nobody took.
   void expect_no_params() const;
 };
+
+// text with the password of every "scheme://user:password@host" replaced by "***".
+std::string redact_uri(std::string text);
 
 // Throws Error(invalid_arg) on syntax errors or an unknown scheme.
 Uri parse_uri(std::string_view text);

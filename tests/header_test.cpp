@@ -16,10 +16,12 @@ static_assert(offsetof(pcache_options, max_size_bytes) == 8);
 static_assert(offsetof(pcache_options, secret) == 16 &&
               offsetof(pcache_options, secret_size) == 24);
 static_assert(PCACHE_OPEN_ALLOW_SHARED == 1 && PCACHE_OPEN_ALLOW_PRIVILEGED == 2);
-static_assert(sizeof(pcache_stats) == 80);
+static_assert(sizeof(pcache_stats) == 96);
 static_assert(offsetof(pcache_stats, hits) == 8);
 static_assert(offsetof(pcache_stats, corrupt) == 64);
 static_assert(offsetof(pcache_stats, healed) == 72);
+static_assert(offsetof(pcache_stats, tier_errors) == 80);
+static_assert(offsetof(pcache_stats, tier_skips) == 88);
 static_assert(sizeof(pcache_view) == 24);
 static_assert(offsetof(pcache_program, name) == 16);
 static_assert(offsetof(pcache_program, source_size) == 32);

@@ -34,7 +34,7 @@ module progcache
     integer(c_int32_t) :: struct_size
     integer(c_int32_t) :: reserved
     integer(c_int64_t) :: hits, misses, puts, deletes, evictions, bytes_read, bytes_written, &
-      corrupt, healed
+      corrupt, healed, tier_errors, tier_skips
   end type
 
   type, bind(C) :: pcache_view
@@ -145,6 +145,13 @@ module progcache
       type(c_ptr), value :: cache
       type(pcache_stats), intent(inout) :: stats
       integer(c_int32_t) :: pcache_get_stats
+    end function
+    function pcache_get_tier_stats(cache, tier, stats) bind(C, name="pcache_get_tier_stats")
+      import :: c_ptr, c_int32_t, pcache_stats
+      type(c_ptr), value :: cache
+      integer(c_int32_t), value :: tier
+      type(pcache_stats), intent(inout) :: stats
+      integer(c_int32_t) :: pcache_get_tier_stats
     end function
     function pcache_status_string(status) bind(C, name="pcache_status_string")
       import :: c_ptr, c_int32_t

@@ -106,7 +106,7 @@ class _Stats(ctypes.Structure):
     _fields_ = [("struct_size", ctypes.c_uint32), ("reserved", ctypes.c_uint32)] + [
         (name, ctypes.c_uint64) for name in (
             "hits", "misses", "puts", "deletes", "evictions", "bytes_read", "bytes_written",
-            "corrupt", "healed")]
+            "corrupt", "healed", "tier_errors", "tier_skips")]
 
 
 class _View(ctypes.Structure):
@@ -170,6 +170,7 @@ _declare("pcache_count", _status, _handle, ctypes.POINTER(ctypes.c_uint64))
 _declare("pcache_size", _status, _handle, ctypes.POINTER(ctypes.c_uint64))
 _declare("pcache_clear", _status, _handle)
 _declare("pcache_get_stats", _status, _handle, ctypes.POINTER(_Stats))
+_declare("pcache_get_tier_stats", _status, _handle, ctypes.c_uint32, ctypes.POINTER(_Stats))
 _declare("pcache_status_string", ctypes.c_char_p, _status)
 _declare("pcache_last_error", ctypes.c_char_p)
 _declare("pcache_version", ctypes.c_uint32)
@@ -375,6 +376,18 @@ class Cache:
         s.struct_size = ctypes.sizeof(_Stats)
         _check(_lib.pcache_get_stats(self._h(), ctypes.byref(s)))
         return {name: getattr(s, name) for name, _ in _Stats._fields_[2:]}
+
+    def tier_stats(self):
+        """One counters dict per tier of a "tiered:" cache, fastest tier first (one for others)."""
+        out = []
+        while True:
+            s = _Stats()
+            s.struct_size = ctypes.sizeof(_Stats)
+            status = _lib.pcache_get_tier_stats(self._h(), len(out), ctypes.byref(s))
+            if status == _NOT_FOUND:  # past the last tier
+                return out
+            _check(status)
+            out.append({name: getattr(s, name) for name, _ in _Stats._fields_[2:]})
 
     def clear(self):
         _check(_lib.pcache_clear(self._h()))

@@ -273,16 +273,31 @@ typedef struct pcache_stats {
   uint64_t bytes_written; /* payload bytes stored by puts */
   uint64_t corrupt;       /* damaged entries (or database resets) found and removed */
   uint64_t healed;        /* cached images the driver rejected, removed and recompiled */
+  uint64_t tier_errors;   /* tiered caches: calls on a tier that failed and were skipped */
+  uint64_t tier_skips;    /* tiered caches: calls not sent to a remote tier in back-off */
   /* later versions append uint64_t fields here */
 } pcache_stats;
 
 /**
  * Copies the handle's counters into the first stats->struct_size bytes of *stats. Counters are
  * updated atomically and cost a relaxed atomic add per operation.
- * Returns PCACHE_OK; PCACHE_ERR_INVALID_ARG (NULL pointers, struct_size < 16).
+ * Returns PCACHE_OK; PCACHE_ERR_INVALID_ARG (NULL pointers, struct_size < 72, the size of the
+ * first version of the struct).
  * Thread safety: safe concurrently with any operation on the handle.
  */
 PCACHE_API pcache_status pcache_get_stats(pcache *cache, pcache_stats *stats);
+
+/**
+ * Copies the counters of one tier of a "tiered:" cache into *stats, like pcache_get_stats():
+ * tier 0 is the first URI after "tiered:" (the fastest). The counters are the tier's own: a get
+ * served by tier 1 counts a miss in tier 0 and a hit in tier 1 (and a put in tier 0, the copy
+ * made on the way up); tier_errors and tier_skips are that tier's. A cache that is not tiered
+ * has one tier, itself.
+ * Returns PCACHE_OK; PCACHE_NOT_FOUND if tier is not below the number of tiers (so a caller can
+ * enumerate them); PCACHE_ERR_INVALID_ARG (NULL pointers, struct_size < 72).
+ * Thread safety: safe concurrently with any operation on the handle.
+ */
+PCACHE_API pcache_status pcache_get_tier_stats(pcache *cache, uint32_t tier, pcache_stats *stats);
 
 /** Returns a static, never-NULL description of status; unknown values give "unknown status". */
 PCACHE_API const char *pcache_status_string(pcache_status status);
