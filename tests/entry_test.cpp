@@ -65,3 +65,75 @@ TEST(Entry, PayloadIsSixteenByteAlignedForEveryKeyAndMetaSize) {
       EXPECT_EQ(parts->payload.str(), "payload");
     }
 }
+
+namespace {
+std::string repetitive(size_t n) {
+  std::string s;
+  while (s.size() < n) s += "mov.u32 %r" + std::to_string(s.size() % 13) + ", %tid.x;\n";
+  s.resize(n);
+  return s;
+}
+}  // namespace
+
+TEST(Entry, CompressedRoundTripInflatesToAPlainEntry) {
+  const std::string payload = repetitive(100000);
+  Blob b = encode_entry(std::string_view("key"), std::string_view("meta"), payload, nullptr, 3);
+  EXPECT_LT(b.size(), payload.size() / 4);
+  EXPECT_EQ(entry_payload_size(b.view()).value(), payload.size());  // the caller's size
+  std::string why;
+  auto parts = decode_entry(b.view(), std::string_view("key"), true, &why);
+  ASSERT_TRUE(parts) << why;
+  ASSERT_TRUE(parts->compressed);
+  EXPECT_EQ(parts->payload_size, payload.size());
+  auto plain = inflate_entry(*parts, &why);
+  ASSERT_TRUE(plain) << why;
+  auto again = decode_entry(plain->view(), std::string_view("key"), true, &why);
+  ASSERT_TRUE(again) << why;
+  EXPECT_FALSE(again->compressed);
+  EXPECT_EQ(again->payload.str(), payload);
+  EXPECT_EQ(again->meta.str(), "meta");
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(again->payload.data) % 16, 0u);
+}
+
+TEST(Entry, IncompressibleAndTinyPayloadsAreStoredPlain) {
+  std::string noise(5000, '\0');
+  uint32_t x = 12345;
+  for (auto &c : noise) c = static_cast<char>((x = x * 1103515245 + 12345) >> 16);
+  for (const std::string &payload : {noise, std::string("tiny"), std::string()}) {
+    Blob b = encode_entry(std::string_view("k"), {}, payload, nullptr, 19);
+    auto parts = decode_entry(b.view(), std::string_view("k"), true, nullptr);
+    ASSERT_TRUE(parts);
+    EXPECT_FALSE(parts->compressed) << payload.size();
+    EXPECT_EQ(parts->payload.str(), payload);
+  }
+}
+
+TEST(Entry, CompressedEntriesAreCheckedBeforeAndAfterDecompression) {
+  const std::string payload = repetitive(20000);
+  Blob good = encode_entry(std::string_view("key"), {}, payload, nullptr, 3);
+  // Any flipped stored byte fails the checksum, before zstd sees it.
+  for (size_t i = 0; i < good.size(); i += 7) {
+    Blob b = Blob::copy_of(good.view());
+    b.data()[i] ^= 0x01;
+    EXPECT_FALSE(decode_entry(b.view(), std::string_view("key"), true, nullptr)) << i;
+  }
+  // Without the checksum (a forger can recompute it), the frame itself is still checked.
+  std::string why;
+  Blob lying = Blob::copy_of(good.view());
+  lying.data()[16] ^= 0x01;  // header payload size no longer matches the frame's content size
+  auto parts = decode_entry(lying.view(), std::string_view("key"), false, &why);
+  ASSERT_TRUE(parts) << why;
+  EXPECT_FALSE(inflate_entry(*parts, &why));
+  EXPECT_NE(why.find("payload size"), std::string::npos) << why;
+  Blob damaged = Blob::copy_of(good.view());
+  damaged.data()[damaged.size() - 5] ^= 0xff;
+  parts = decode_entry(damaged.view(), std::string_view("key"), false, &why);
+  ASSERT_TRUE(parts);
+  EXPECT_FALSE(inflate_entry(*parts, &why));
+  // The MAC covers the compressed bytes.
+  MacKey mac(std::string_view("secret"));
+  Blob signed_entry = encode_entry(std::string_view("key"), {}, payload, &mac, 3);
+  EXPECT_TRUE(decode_entry(signed_entry.view(), std::string_view("key"), true, &why, &mac)) << why;
+  MacKey other(std::string_view("other"));
+  EXPECT_FALSE(decode_entry(signed_entry.view(), std::string_view("key"), true, &why, &other));
+}

@@ -1,0 +1,375 @@
+// The Redis tier against a real redis-server: failures, recovery, a full server, trust,
+// compression, two nodes sharing compiles. (The backend contract runs in contract_test.cpp.)
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <random>
+#include <thread>
+
+#include "nvrtc.hpp"
+#include "redis_server.hpp"
+#include "test_util.hpp"
+
+using namespace testutil;
+
+namespace {
+
+std::string random_bytes(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::string s(n, '\0');
+  for (auto &c : s) c = static_cast<char>(rng());
+  return s;
+}
+
+// Compressible like a cubin: repetitive structure with some variety.
+std::string compressible(size_t n) {
+  std::string s;
+  while (s.size() < n) s += "ld.global.f32 %f" + std::to_string(s.size() % 97) + ", [%rd4+16];\n";
+  s.resize(n);
+  return s;
+}
+
+pcache_stats tier_stats(pcache *c, uint32_t tier) {
+  pcache_stats s{};
+  s.struct_size = sizeof s;
+  EXPECT_EQ(pcache_get_tier_stats(c, tier, &s), PCACHE_OK) << pcache_last_error();
+  return s;
+}
+
+struct SecretHandle {
+  pcache *h = nullptr;
+  SecretHandle(const std::string &uri, const std::string &secret) {
+    pcache_options o;
+    pcache_options_init(&o, sizeof o);
+    o.secret = secret.data();
+    o.secret_size = secret.size();
+    EXPECT_EQ(pcache_open(uri.c_str(), &o, &h), PCACHE_OK) << pcache_last_error();
+  }
+  ~SecretHandle() { pcache_close(h); }
+};
+
+}  // namespace
+
+TEST(Redis, ServerDownIsARemoteErrorAndTheHandleReconnects) {
+  RedisServer server;
+  TempDir d;
+  Handle c(server.uri(redis_prefix(d)));
+  ASSERT_EQ(c.put("k", "value"), PCACHE_OK) << pcache_last_error();
+  server.kill();
+  std::string got;
+  EXPECT_EQ(c.get("k", &got), PCACHE_ERR_REMOTE);
+  const std::string where = "redis 127.0.0.1:" + std::to_string(server.port());
+  EXPECT_NE(std::string(pcache_last_error()).find(where), std::string::npos) << pcache_last_error();
+  EXPECT_EQ(c.put("k2", "v"), PCACHE_ERR_REMOTE);
+  uint64_t n = 0;
+  EXPECT_EQ(pcache_count(c, &n), PCACHE_ERR_REMOTE);
+  // Opening a plain redis cache checks the server at once.
+  pcache *other = nullptr;
+  EXPECT_EQ(pcache_open(server.uri("x:").c_str(), nullptr, &other), PCACHE_ERR_REMOTE);
+  EXPECT_NE(std::string(pcache_last_error()).find("Connection refused"), std::string::npos)
+      << pcache_last_error();
+  EXPECT_EQ(other, nullptr);
+  server.start();  // back, empty (no persistence configured)
+  EXPECT_EQ(c.get("k", &got), PCACHE_NOT_FOUND) << pcache_last_error();
+  ASSERT_EQ(c.put("k", "again"), PCACHE_OK) << pcache_last_error();
+  ASSERT_EQ(c.get("k", &got), PCACHE_OK);
+  EXPECT_EQ(got, "again");
+}
+
+TEST(Redis, AStalledServerTimesOutInsteadOfHanging) {
+  RedisServer server;
+  TempDir d;
+  Handle c(server.uri(redis_prefix(d), "&timeout_ms=300"));
+  ASSERT_EQ(c.put("k", "value"), PCACHE_OK);
+  ::kill(server.pid(), SIGSTOP);
+  EXPECT_EQ(c.get("k", nullptr), PCACHE_ERR_REMOTE);
+  EXPECT_NE(std::string(pcache_last_error()).find("timeout_ms=300"), std::string::npos)
+      << pcache_last_error();
+  ::kill(server.pid(), SIGCONT);
+  std::string got;
+  ASSERT_EQ(c.get("k", &got), PCACHE_OK) << pcache_last_error();
+  EXPECT_EQ(got, "value");
+}
+
+TEST(Redis, TieredStackKeepsWorkingWhileTheServerIsDownAndRecovers) {
+  RedisServer server;
+  TempDir d;
+  const std::string prefix = redis_prefix(d);
+  const std::string uri = "tiered:memory:|sqlite:" + (d / "local.db") + "|" +
+                          server.uri(prefix, "&backoff_ms=200&timeout_ms=500");
+  Handle c(uri);
+  ASSERT_EQ(c.put("a", "alpha"), PCACHE_OK) << pcache_last_error();
+  server.kill();
+  // Reads and writes fail soft: served and stored by the local tiers.
+  std::string got;
+  ASSERT_EQ(c.get("a", &got), PCACHE_OK) << pcache_last_error();
+  EXPECT_EQ(got, "alpha");
+  ASSERT_EQ(c.put("b", "beta"), PCACHE_OK) << pcache_last_error();
+  EXPECT_NE(std::string(pcache_last_error()).find("skipped"), std::string::npos)
+      << pcache_last_error();
+  for (int i = 0; i < 20; ++i) {
+    ASSERT_EQ(c.put("k" + std::to_string(i), "v"), PCACHE_OK) << pcache_last_error();
+    ASSERT_EQ(c.get("k" + std::to_string(i), nullptr), PCACHE_OK);
+  }
+  EXPECT_EQ(c.get("missing", nullptr), PCACHE_NOT_FOUND) << pcache_last_error();
+  const pcache_stats remote = tier_stats(c, 2);
+  EXPECT_GE(remote.tier_errors, 1u);
+  EXPECT_GE(remote.tier_skips, 1u);  // in back-off: not even tried
+  EXPECT_EQ(tier_stats(c, 0).tier_errors, 0u);
+  const pcache_stats all = c.stats();
+  EXPECT_EQ(all.tier_errors, remote.tier_errors);
+  EXPECT_EQ(all.tier_skips, remote.tier_skips);
+  pcache_stats none{};
+  none.struct_size = sizeof none;
+  EXPECT_EQ(pcache_get_tier_stats(c, 3, &none), PCACHE_NOT_FOUND);
+
+  server.start();
+  // After the back-off the tier is tried again and takes new entries.
+  bool reached = false;
+  for (int i = 0; i < 100 && !reached; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    ASSERT_EQ(c.put("c", "gamma"), PCACHE_OK) << pcache_last_error();
+    reached = server.command({"EXISTS", prefix + "e:c"}) == "1";
+  }
+  EXPECT_TRUE(reached) << "the tiered cache never wrote to the restarted server";
+  Handle plain(server.uri(prefix));
+  ASSERT_EQ(plain.get("c", &got), PCACHE_OK) << pcache_last_error();
+  EXPECT_EQ(got, "gamma");
+}
+
+TEST(Redis, TieredReadThroughCopiesARemoteHitIntoTheLocalTiers) {
+  TempDir d;
+  const std::string remote = shared_redis().uri(redis_prefix(d));
+  {
+    Handle writer(remote);
+    ASSERT_EQ(writer.put("shared", compressible(50000)), PCACHE_OK);
+  }
+  Handle c("tiered:memory:|sqlite:" + (d / "local.db") + "|" + remote);
+  std::string got;
+  ASSERT_EQ(c.get("shared", &got), PCACHE_OK) << pcache_last_error();
+  EXPECT_EQ(got, compressible(50000));
+  EXPECT_EQ(tier_stats(c, 0).misses, 1u);
+  EXPECT_EQ(tier_stats(c, 1).misses, 1u);
+  EXPECT_EQ(tier_stats(c, 2).hits, 1u);
+  EXPECT_EQ(tier_stats(c, 0).puts, 1u);  // copied up
+  EXPECT_EQ(tier_stats(c, 1).puts, 1u);
+  ASSERT_EQ(c.get("shared", &got), PCACHE_OK);
+  EXPECT_EQ(tier_stats(c, 0).hits, 1u);  // now served by memory
+  EXPECT_EQ(tier_stats(c, 2).hits, 1u);
+  Handle local("sqlite:" + (d / "local.db"));
+  ASSERT_EQ(local.get("shared", &got), PCACHE_OK);
+  EXPECT_EQ(got, compressible(50000));
+}
+
+TEST(Redis, FullServerWithNoEvictionRefusesPutsAndKeepsWhatItHas) {
+  RedisServer server({"--maxmemory", "2mb", "--maxmemory-policy", "noeviction"});
+  TempDir d;
+  Handle c(server.uri(redis_prefix(d), "&compress=none"));
+  ASSERT_EQ(c.put("first", random_bytes(1000, 1)), PCACHE_OK) << pcache_last_error();
+  pcache_status st = PCACHE_OK;
+  int stored = 0;
+  for (int i = 0; i < 100 && st == PCACHE_OK; ++i) {
+    st = c.put("k" + std::to_string(i), random_bytes(100000, i));
+    if (st == PCACHE_OK) ++stored;
+  }
+  ASSERT_EQ(st, PCACHE_ERR_REMOTE);
+  EXPECT_NE(std::string(pcache_last_error()).find("OOM"), std::string::npos) << pcache_last_error();
+  EXPECT_LT(stored, 100);
+  std::string got;
+  ASSERT_EQ(c.get("first", &got), PCACHE_OK);
+  EXPECT_EQ(got, random_bytes(1000, 1));
+  // A tiered stack over the full server still stores locally.
+  Handle t("tiered:sqlite:" + (d / "local.db") + "|" + server.uri(redis_prefix(d)));
+  ASSERT_EQ(t.put("big", random_bytes(500000, 7)), PCACHE_OK) << pcache_last_error();
+  EXPECT_EQ(tier_stats(t, 1).tier_errors, 1u);
+  ASSERT_EQ(t.get("big", &got), PCACHE_OK);
+  EXPECT_EQ(got, random_bytes(500000, 7));
+}
+
+TEST(Redis, FullServerWithAllKeysLruEvictsTheOldestEntries) {
+  RedisServer server({"--maxmemory", "2mb", "--maxmemory-policy", "allkeys-lru"});
+  TempDir d;
+  Handle c(server.uri(redis_prefix(d), "&compress=none"));
+  for (int i = 0; i < 60; ++i)
+    ASSERT_EQ(c.put("k" + std::to_string(i), random_bytes(100000, i)), PCACHE_OK)
+        << i << ": " << pcache_last_error();
+  const uint64_t left = c.count();
+  EXPECT_LT(left, 60u);
+  EXPECT_GT(left, 0u);
+  std::string got;
+  ASSERT_EQ(c.get("k59", &got), PCACHE_OK);  // the newest survives, whole
+  EXPECT_EQ(got, random_bytes(100000, 59));
+  EXPECT_EQ(c.get("k0", nullptr), PCACHE_NOT_FOUND);
+}
+
+TEST(Redis, WithASecretForgedAndUnsignedRemoteEntriesAreMissesAndNeverPromoted) {
+  TempDir d;
+  const std::string remote = shared_redis().uri(redis_prefix(d));
+  {
+    Handle unsigned_writer(remote);
+    ASSERT_EQ(unsigned_writer.put("unsigned", "evil"), PCACHE_OK);
+    SecretHandle forger(remote, "not the fleet's secret");
+    ASSERT_EQ(pcache_put(forger.h, "forged", 6, "evil", 4), PCACHE_OK);
+    SecretHandle fleet(remote, "fleet secret");
+    ASSERT_EQ(pcache_put(fleet.h, "good", 4, "fine", 4), PCACHE_OK);
+  }
+  SecretHandle c("tiered:memory:|" + remote, "fleet secret");
+  EXPECT_EQ(pcache_get(c.h, "unsigned", 8, nullptr, nullptr), PCACHE_ERR_INVALID_ARG);
+  void *data = nullptr;
+  size_t size = 0;
+  EXPECT_EQ(pcache_get(c.h, "unsigned", 8, &data, &size), PCACHE_NOT_FOUND);
+  EXPECT_EQ(pcache_get(c.h, "forged", 6, &data, &size), PCACHE_NOT_FOUND);
+  ASSERT_EQ(pcache_get(c.h, "good", 4, &data, &size), PCACHE_OK);
+  EXPECT_EQ(std::string(static_cast<char *>(data), size), "fine");
+  pcache_free(data);
+  const pcache_stats memory = tier_stats(c.h, 0), redis = tier_stats(c.h, 1);
+  EXPECT_EQ(redis.corrupt, 2u);
+  EXPECT_EQ(memory.puts, 1u);  // only "good" was copied up
+}
+
+TEST(Redis, CompressedAndPlainEntriesAreReadByEitherKindOfHandle) {
+  TempDir d;
+  const std::string prefix = redis_prefix(d);
+  Handle zstd(shared_redis().uri(prefix));  // compression is on by default for redis
+  Handle plain(shared_redis().uri(prefix, "&compress=none"));
+  const std::string value = compressible(200000);
+  ASSERT_EQ(zstd.put("z", value), PCACHE_OK);
+  ASSERT_EQ(plain.put("p", value), PCACHE_OK);
+  const uint64_t z_stored = std::stoull(shared_redis().command({"STRLEN", prefix + "e:z"}));
+  const uint64_t p_stored = std::stoull(shared_redis().command({"STRLEN", prefix + "e:p"}));
+  EXPECT_LT(z_stored, value.size() / 4);
+  EXPECT_GT(p_stored, value.size());
+  std::string got;
+  ASSERT_EQ(plain.get("z", &got), PCACHE_OK);
+  EXPECT_EQ(got, value);
+  ASSERT_EQ(zstd.get("p", &got), PCACHE_OK);
+  EXPECT_EQ(got, value);
+  EXPECT_EQ(zstd.size(), 2 * value.size());  // sizes count the caller's bytes
+  // A damaged compressed entry is a miss, removed and counted.
+  std::string stored = shared_redis().command({"GET", prefix + "e:z"});
+  stored[stored.size() - 10] ^= 0x55;
+  ASSERT_EQ(shared_redis().command({"SET", prefix + "e:z", stored}), "OK");
+  EXPECT_EQ(zstd.get("z", nullptr), PCACHE_NOT_FOUND);
+  EXPECT_EQ(zstd.stats().corrupt, 1u);
+  EXPECT_EQ(shared_redis().command({"EXISTS", prefix + "e:z"}), "0");
+}
+
+TEST(Redis, PrefixesKeepCachesApartAndClearTouchesOnlyItsOwn) {
+  TempDir d;
+  Handle a(shared_redis().uri(redis_prefix(d) + "a*[x]:"));  // glob characters match literally
+  Handle b(shared_redis().uri(redis_prefix(d) + "ab:"));
+  ASSERT_EQ(a.put("k", "from a"), PCACHE_OK);
+  ASSERT_EQ(b.put("k", "from b"), PCACHE_OK);
+  ASSERT_EQ(b.put("k2", "from b"), PCACHE_OK);
+  EXPECT_EQ(a.count(), 1u);
+  EXPECT_EQ(b.count(), 2u);
+  ASSERT_EQ(pcache_clear(a), PCACHE_OK);
+  EXPECT_EQ(a.count(), 0u);
+  EXPECT_EQ(b.count(), 2u);
+  std::string got;
+  ASSERT_EQ(b.get("k", &got), PCACHE_OK);
+  EXPECT_EQ(got, "from b");
+}
+
+TEST(Redis, PasswordsAreSentAndNeverShown) {
+  RedisServer server({"--requirepass", "s3cret"});
+  TempDir d;
+  const std::string with_password = "redis://:s3cret@127.0.0.1:" + std::to_string(server.port());
+  Handle c(with_password);
+  ASSERT_EQ(c.put("k", "v"), PCACHE_OK) << pcache_last_error();
+  pcache *bad = nullptr;
+  const std::string wrong = "redis://:nope@127.0.0.1:" + std::to_string(server.port());
+  EXPECT_EQ(pcache_open(wrong.c_str(), nullptr, &bad), PCACHE_ERR_REMOTE);
+  const std::string message = pcache_last_error();
+  EXPECT_NE(message.find("WRONGPASS"), std::string::npos) << message;
+  EXPECT_EQ(message.find("nope"), std::string::npos) << message;
+  pcache *none = nullptr;
+  const std::string without = "redis://127.0.0.1:" + std::to_string(server.port());
+  EXPECT_EQ(pcache_open(without.c_str(), nullptr, &none), PCACHE_ERR_REMOTE);
+  EXPECT_NE(std::string(pcache_last_error()).find("NOAUTH"), std::string::npos)
+      << pcache_last_error();
+}
+
+TEST(Redis, AForkedChildGetsItsOwnConnections) {
+  TempDir d;
+  Handle c(shared_redis().uri(redis_prefix(d)));
+  for (int i = 0; i < 50; ++i)
+    ASSERT_EQ(c.put("k" + std::to_string(i), make_value(i, 1, 300)), PCACHE_OK);
+  const pid_t child = ::fork();
+  if (child == 0) {
+    int bad = 0;
+    for (int round = 0; round < 20; ++round)
+      for (int i = 0; i < 50; ++i) {
+        std::string got;
+        uint32_t id = 0;
+        if (c.get("k" + std::to_string(i), &got) != PCACHE_OK || !check_value(got, &id) ||
+            id != uint32_t(i))
+          ++bad;
+      }
+    ::_exit(bad ? 1 : 0);
+  }
+  int bad = 0;
+  for (int round = 0; round < 20; ++round)
+    for (int i = 0; i < 50; ++i) {
+      std::string got;
+      uint32_t id = 0;
+      if (c.get("k" + std::to_string(i), &got) != PCACHE_OK || !check_value(got, &id) ||
+          id != uint32_t(i))
+        ++bad;
+    }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "the child read wrong values";
+  EXPECT_EQ(bad, 0);
+}
+
+TEST(Redis, BadUrisAreRefusedWithReasons) {
+  const char *bad[] = {"redis:",
+                       "redis://",
+                       "redis://:6379",
+                       "redis://host:99999",
+                       "redis://host:12x",
+                       "redis://host/abc",
+                       "redis://host?timeout_ms=0",
+                       "redis://host?unknown=1",
+                       "redis://host?compress=lz4",
+                       "tiered:",
+                       "tiered:memory:||memory:",
+                       "tiered:memory:|tiered:memory:"};
+  for (const char *uri : bad) {
+    pcache *c = nullptr;
+    EXPECT_EQ(pcache_open(uri, nullptr, &c), PCACHE_ERR_INVALID_ARG) << uri;
+    EXPECT_STRNE(pcache_last_error(), "") << uri;
+  }
+  pcache *c = nullptr;
+  EXPECT_EQ(pcache_open("rediss://host:6380", nullptr, &c), PCACHE_ERR_UNSUPPORTED);
+  EXPECT_NE(std::string(pcache_last_error()).find("TLS"), std::string::npos);
+}
+
+// Two "nodes": separate processes with separate local caches and one Redis. The second node's
+// compile of the example kernel is served by Redis: zero NVRTC compiles.
+TEST(Redis, SecondNodeCompilesNothing) {
+  TempDir d;
+  const std::string remote = shared_redis().uri(redis_prefix(d));
+  const std::string env = std::string("PCACHE_NVRTC_LIBRARY=") + PCACHE_FAKE_NVRTC +
+                          " PCACHE_TEST_REAL_NVRTC=" + progcache::locate_nvrtc().path;
+  auto node = [&](const std::string &name) {
+    return run_command(env + " PCACHE_TEST_NVRTC_COUNT=" + (d / (name + ".count")) + " " +
+                       PCACHE_COMPILE_PROBE + " 'tiered:sqlite:" + (d / (name + ".db")) + "|" +
+                       remote + "' " + PCACHE_EXAMPLES_DIR "/kernels.cu");
+  };
+  const std::string first = node("node1");
+  EXPECT_NE(first.find("status=0 hit=0"), std::string::npos) << first;
+  EXPECT_EQ(read_file(d / "node1.count").size(), 1u) << "node 1 compiles once";
+  const std::string second = node("node2");
+  EXPECT_NE(second.find("status=0 hit=1"), std::string::npos) << second;
+  EXPECT_NE(second.find("lowered=_Z"), std::string::npos) << second;  // names survive the trip
+  EXPECT_EQ(read_file(d / "node2.count").size(), 0u) << "node 2 made NVRTC calls: " << second;
+  // The hit was copied into node 2's local cache: it now starts warm without Redis.
+  Handle local("sqlite:" + (d / "node2.db"));
+  EXPECT_GE(local.count(), 1u);
+}
