@@ -1,6 +1,6 @@
 // progcache: the command-line tool over the cache (compile, stats, ls, get, put, rm, clear,
-// prune, verify, evict, explain). Exit codes: 0 success, 1 the operation failed (or a get
-// missed), 2 usage error. Errors go to stderr as one line.
+// prune, verify, evict, explain, export, import). Exit codes: 0 success, 1 the operation failed (or
+// a get missed), 2 usage error. Errors go to stderr as one line.
 #include <unistd.h>
 
 #include <chrono>
@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "bundle.hpp"
 #include "cache.hpp"
 #include "compile.hpp"
 #include "compiled_meta.hpp"
@@ -47,11 +48,14 @@ constexpr const char *kUsage =
     "  verify                    read every entry; report and remove damaged ones\n"
     "  evict --older-than AGE    remove entries unused for AGE (30d, 12h)\n"
     "  evict --nvrtc-version V   remove entries compiled by NVRTC V (e.g. 12.4)\n"
+    "  export FILE               write every entry to one bundle file (- = stdout)\n"
+    "  import FILE               verify and store every entry of a bundle (- = stdin)\n"
     "  version                   print the version\n"
     "\n"
     "The cache is --cache URI (before or after the command), else $PCACHE_URI, else\n"
     "sqlite:$PCACHE_DIR/cache.db, else $XDG_CACHE_HOME/progcache/cache.db, else\n"
-    "~/.cache/progcache/cache.db. URIs: memory:, sqlite:PATH, filestream:DIR.\n"
+    "~/.cache/progcache/cache.db. URIs: memory:, sqlite:PATH, filestream:DIR,\n"
+    "redis://HOST:PORT[/DB], tiered:URI|URI|... (see docs/backends.md).\n"
     "\n"
     "environment:\n"
     "  PCACHE_URI, PCACHE_DIR    where the default cache lives (see above)\n"
@@ -93,6 +97,14 @@ const std::map<std::string, std::string> kCommandHelp = {
     {"evict",
      "usage: progcache evict --older-than AGE | --nvrtc-version V\n"
      "AGE: 30d, 12h, 15m, 45s. V: an NVRTC version such as 12.4 or 13.0.\n"},
+    {"export",
+     "usage: progcache export FILE\nWrites every entry (payload and metadata, verified, "
+     "compressed, signed\nwhen a secret is configured) to one portable bundle; - writes to "
+     "stdout.\n"},
+    {"import",
+     "usage: progcache import FILE\nVerifies every record of a bundle (checksum, and MAC when a "
+     "secret is\nconfigured) and stores the good ones; - reads stdin. Exit status 1 if any\n"
+     "record was rejected or the bundle is truncated.\n"},
     {"version", "usage: progcache version\n"},
 };
 
@@ -298,10 +310,31 @@ int cmd_explain(Cache &cache, const std::vector<std::string> &args) {
   return 1;
 }
 
+void print_tiers(Cache &cache) {
+  // Each tier's own storage and shared counters (what every process using it recorded).
+  const std::vector<Cache *> tiers = cache.tiers();
+  for (size_t i = 0; i < tiers.size(); ++i) {
+    std::printf("tier %zu:              %s\n", i, tiers[i]->display_uri().c_str());
+    try {
+      const PersistentCounters pc = tiers[i]->persistent_counters();
+      std::printf("  entries %llu, size %s, hits %lld, misses %lld\n",
+                  (unsigned long long)tiers[i]->count(), human_size(tiers[i]->size()).c_str(),
+                  (long long)pc.hits, (long long)pc.misses);
+    } catch (const Error &e) {
+      std::printf("  unavailable: %s\n", e.what());
+    }
+  }
+}
+
 int cmd_stats(Cache &cache) {
+  if (!cache.tiers().empty()) {  // each tier keeps its own entries and counters
+    std::printf("cache:               %s\n", cache.display_uri().c_str());
+    print_tiers(cache);
+    return 0;
+  }
   const PersistentCounters pc = cache.persistent_counters();
   const uint64_t count = cache.count(), size = cache.size();
-  std::printf("cache:               %s\n", cache.uri().c_str());
+  std::printf("cache:               %s\n", cache.display_uri().c_str());
   std::printf("entries:             %llu\n", (unsigned long long)count);
   std::printf("size:                %s\n", human_size(size).c_str());
   std::printf("cap:                 %s\n", cache.max_size_bytes()
@@ -315,6 +348,40 @@ int cmd_stats(Cache &cache) {
   std::printf("evictions:           %lld\n", (long long)pc.evictions);
   std::printf("compile time saved:  %.1f s\n", double(pc.compile_us_saved) / 1e6);
   return 0;
+}
+
+int cmd_export(Cache &cache, const std::string &path) {
+  const auto t0 = std::chrono::steady_clock::now();
+  auto elapsed = [&] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  };
+  const BundleProgress p = export_bundle(cache, path, [&](const BundleProgress &p) {
+    std::fprintf(stderr, "progcache: export: %llu entries, %s so far (%.1f s)\n",
+                 (unsigned long long)p.entries, human_size(p.file_bytes).c_str(), elapsed());
+  });
+  std::fprintf(path == "-" ? stderr : stdout,
+               "exported %llu entries (%s of payload) to %s: %s in %.2f s\n",
+               (unsigned long long)p.entries, human_size(p.bytes).c_str(), path.c_str(),
+               human_size(p.file_bytes).c_str(), elapsed());
+  return 0;
+}
+
+int cmd_import(Cache &cache, const std::string &path) {
+  const auto t0 = std::chrono::steady_clock::now();
+  auto elapsed = [&] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  };
+  const BundleProgress p = import_bundle(
+      cache, path,
+      [&](const BundleProgress &p) {
+        std::fprintf(stderr, "progcache: import: %llu entries, %s read (%.1f s)\n",
+                     (unsigned long long)p.entries, human_size(p.file_bytes).c_str(), elapsed());
+      },
+      [](const std::string &why) { std::printf("rejected %s\n", why.c_str()); });
+  std::printf("imported %llu entries (%s) in %.2f s, %llu rejected\n",
+              (unsigned long long)p.entries, human_size(p.bytes).c_str(), elapsed(),
+              (unsigned long long)p.rejected);
+  return p.rejected ? 1 : 0;
 }
 
 int cmd_ls(Cache &cache) {
@@ -463,6 +530,8 @@ int run(int argc, char **argv) {
   if (command == "ls") return need(0), cmd_ls(*cache);
   if (command == "verify") return need(0), cmd_verify(*cache);
   if (command == "evict") return cmd_evict(*cache, rest);
+  if (command == "export") return need(1), cmd_export(*cache, rest[0]);
+  if (command == "import") return need(1), cmd_import(*cache, rest[0]);
   if (command == "clear") {
     need(0);
     const uint64_t n = cache->count();

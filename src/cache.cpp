@@ -132,6 +132,12 @@ std::string Cache::display_uri() const {
   return redact_uri(uri_);
 }
 
+std::vector<Cache *> Cache::tiers() const {
+  if (const auto *tiered = dynamic_cast<const TieredBackend *>(backend_.get()))
+    return tiered->tiers();
+  return {};
+}
+
 std::vector<std::pair<std::string, CacheStats>> Cache::tier_stats() const {
   std::vector<std::pair<std::string, CacheStats>> out;
   if (const auto *tiered = dynamic_cast<const TieredBackend *>(backend_.get())) {

@@ -53,6 +53,8 @@ class Cache {
   CacheStats stats() const;
   // Per tier for a tiered cache (URI order); one element (this cache) otherwise.
   std::vector<std::pair<std::string, CacheStats>> tier_stats() const;
+  // The tiers of a tiered cache, fastest first; empty for any other cache.
+  std::vector<Cache *> tiers() const;
   // A compile served from the cache saved this much NVRTC time.
   void note_compile_hit(uint64_t compile_us) {
     pending_saved_us_.fetch_add(compile_us, std::memory_order_relaxed);
@@ -69,6 +71,8 @@ class Cache {
   const std::string &uri() const { return uri_; }
   // The URI with any password replaced by "***", for messages and listings.
   std::string display_uri() const;
+  // The key entries are signed and checked with, or null without a secret.
+  const MacKey *mac() const { return mac_.get(); }
   // The zstd level entries are stored with (0 = uncompressed).
   int compress_level() const { return compress_level_; }
   uint64_t max_size_bytes() const { return options_.max_size_bytes; }

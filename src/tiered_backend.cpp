@@ -201,6 +201,12 @@ std::string TieredBackend::lock_dir() const {
   return {};
 }
 
+std::vector<Cache *> TieredBackend::tiers() const {
+  std::vector<Cache *> out;
+  for (const auto &tier : tiers_) out.push_back(tier->cache.get());
+  return out;
+}
+
 std::vector<TieredBackend::TierStats> TieredBackend::tier_stats() const {
   std::vector<TierStats> out;
   for (const auto &tier : tiers_) {

@@ -44,6 +44,7 @@ class TieredBackend final : public Backend {
     CacheStats stats;
   };
   std::vector<TierStats> tier_stats() const;
+  std::vector<Cache *> tiers() const;
 
  private:
   struct Tier {

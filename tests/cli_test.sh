@@ -45,5 +45,54 @@ want='pruned to' check "prune" 0 "$pc" prune --max-size 1K
 want='cleared' check "clear" 0 "$pc" clear
 want='entries: +0' check "empty after clear" 0 "$pc" stats
 want='is not a size' check "bad PCACHE_MAX_SIZE exits 2" 2 env PCACHE_MAX_SIZE=lots "$pc" stats
+
+# export / import: a warmed cache shipped as one file into another backend.
+src="sqlite:$work/src.db"
+"$pc" --cache "$src" compile "$kernel" --name-expression 'scale_add<float>' -- --std=c++17 >/dev/null
+"$pc" --cache "$src" put text:note "$kernel" >/dev/null
+want='exported 3 entries' check "export" 0 "$pc" --cache "$src" export "$work/warm.pcb"
+want='imported 3 entries .* 0 rejected' check "import into filestream" 0 "$pc" --cache "filestream:$work/warm" import "$work/warm.pcb"
+want='^hit: ' check "imported kernel hits" 0 "$pc" --cache "filestream:$work/warm" compile "$kernel" --name-expression 'scale_add<float>' -- --std=c++17
+want='wrote' check "imported bytes" 0 "$pc" --cache "filestream:$work/warm" get text:note -o "$work/note"
+want='^' check "imported bytes are identical" 0 cmp "$kernel" "$work/note"
+want='imported 3 entries' check "import from stdin" 0 bash -c "'$pc' --cache sqlite:$work/src.db export - | '$pc' --cache memory: import -"
+python3 - "$work/warm.pcb" "$work/tampered.pcb" <<'PY'
+import sys
+d = bytearray(open(sys.argv[1], 'rb').read())
+d[len(d) // 2] ^= 1
+open(sys.argv[2], 'wb').write(d)
+PY
+want='imported 2 entries.* 1 rejected' check "a tampered record is rejected, the rest imported" 1 "$pc" --cache memory: import "$work/tampered.pcb"
+head -c 1000 "$work/warm.pcb" >"$work/short.pcb"
+want='truncated' check "a truncated bundle is reported" 1 "$pc" --cache memory: import "$work/short.pcb"
+want='not a progcache bundle' check "a foreign file is refused" 1 "$pc" --cache memory: import "$kernel"
+printf 'fleet secret' >"$work/secret"; chmod 600 "$work/secret"
+want='imported 0 entries .* 3 rejected' check "with a secret, unsigned records are rejected" 1 env PCACHE_SECRET_FILE="$work/secret" "$pc" --cache memory: import "$work/warm.pcb"
+signed="sqlite:$work/signed.db"
+PCACHE_SECRET_FILE="$work/secret" "$pc" --cache "$signed" put text:a "$kernel" >/dev/null
+PCACHE_SECRET_FILE="$work/secret" "$pc" --cache "$signed" put text:b "$kernel" >/dev/null
+PCACHE_SECRET_FILE="$work/secret" "$pc" --cache "$signed" export "$work/signed.pcb" >/dev/null 2>&1
+want='imported 2 entries .* 0 rejected' check "signed records import under the same secret" 0 env PCACHE_SECRET_FILE="$work/secret" "$pc" --cache memory: import "$work/signed.pcb"
+printf 'another secret' >"$work/secret2"; chmod 600 "$work/secret2"
+want='MAC does not match' check "signed records are rejected under another secret" 1 env PCACHE_SECRET_FILE="$work/secret2" "$pc" --cache memory: import "$work/signed.pcb"
+
+# A Redis tier through the CLI (the server is this test's own, on a free port).
+if command -v redis-server >/dev/null; then
+  for attempt in 1 2 3 4 5; do
+    port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    redis-server --port "$port" --bind 127.0.0.1 --save '' --appendonly no --dir "$work" --requirepass pw >"$work/redis.log" 2>&1 &
+    redis_pid=$!
+    trap 'kill $redis_pid 2>/dev/null; rm -rf "$work"' EXIT
+    for i in $(seq 50); do redis-cli -p "$port" -a pw --no-auth-warning ping 2>/dev/null | grep -q PONG && break; sleep 0.1; done
+    kill -0 $redis_pid 2>/dev/null && break
+  done
+  redis="redis://:pw@127.0.0.1:$port/0?prefix=cli:"
+  want='imported 3 entries' check "import into redis" 0 "$pc" --cache "$redis" import "$work/warm.pcb"
+  want='entries: +3' check "redis stats counts entries" 0 "$pc" --cache "$redis" stats
+  want='redis://:\*\*\*@127' check "the password is never printed" 0 "$pc" --cache "$redis" stats
+  tiered="tiered:sqlite:$work/node.db|$redis"
+  want='tier 0: +sqlite:.* entries 1, .*hits 0, misses 1 .*tier 1: +redis://:\*\*\*@.* hits 1' check "tiered stats per tier" 0 bash -c "'$pc' --cache '$tiered' get text:note -o '$work/n2' >/dev/null && '$pc' --cache '$tiered' stats | tr '\n' ' '"
+  want='^hit: ' check "a node with an empty local cache hits through redis" 0 "$pc" --cache "tiered:sqlite:$work/node3.db|$redis" compile "$kernel" --name-expression 'scale_add<float>' -- --std=c++17
+fi
 echo "cli: $passed passed, $failed failed"
 [ "$failed" -eq 0 ]

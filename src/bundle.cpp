@@ -1,0 +1,193 @@
+#include "bundle.hpp"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <optional>
+
+#include "entry.hpp"
+#include "error.hpp"
+
+namespace progcache {
+namespace {
+
+constexpr char kMagic[8] = {'P', 'C', 'B', 'U', 'N', 'D', 'L', 'E'};
+constexpr uint32_t kVersion = 1;
+constexpr int kCompressLevel = 3;
+// Beyond any record a backend accepts (payloads up to 4 GiB plus key and metadata): a length
+// over it means the framing is broken, not that a huge allocation is wanted.
+constexpr uint64_t kMaxRecord = (4ull << 30) + (1ull << 20);
+
+using File = std::unique_ptr<FILE, int (*)(FILE *)>;
+
+void put_u64(uint8_t *p, uint64_t v) {
+  for (int i = 0; i < 8; ++i) p[i] = uint8_t(v >> (8 * i));
+}
+uint64_t get_u64(const uint8_t *p) {
+  uint64_t v = 0;
+  for (int i = 0; i < 8; ++i) v |= uint64_t(p[i]) << (8 * i);
+  return v;
+}
+
+class Ticker {
+ public:
+  explicit Ticker(const std::function<void(const BundleProgress &)> &fn) : fn_(fn) {}
+  void maybe(const BundleProgress &p) {
+    const auto now = std::chrono::steady_clock::now();
+    if (fn_ && now - last_ >= std::chrono::seconds(1)) {
+      last_ = now;
+      fn_(p);
+    }
+  }
+
+ private:
+  const std::function<void(const BundleProgress &)> &fn_;
+  std::chrono::steady_clock::time_point last_ = std::chrono::steady_clock::now();
+};
+
+void write_all(FILE *f, const void *data, size_t n, const std::string &path) {
+  if (n && std::fwrite(data, 1, n, f) != n) throw_errno("cannot write " + path);
+}
+
+// false at a clean end of file before the first byte; throws on a partial read.
+bool read_exact(FILE *f, void *data, size_t n, const std::string &path) {
+  const size_t got = std::fread(data, 1, n, f);
+  if (got == n) return true;
+  if (std::ferror(f)) throw_errno("cannot read " + path);
+  if (got == 0) return false;
+  throw Error(Status::corrupt, path + ": bundle ends in the middle of a record (truncated)");
+}
+
+}  // namespace
+
+BundleProgress export_bundle(Cache &cache, const std::string &path,
+                             const std::function<void(const BundleProgress &)> &progress) {
+  const bool to_stdout = path == "-";
+  const std::string tmp = to_stdout ? "" : path + ".tmp." + std::to_string(::getpid());
+  File f(to_stdout ? stdout : std::fopen(tmp.c_str(), "wbx"),
+         to_stdout ? [](FILE *) { return 0; } : std::fclose);
+  if (!f) throw_errno("cannot create " + tmp);
+  BundleProgress p;
+  Ticker ticker(progress);
+  try {
+    uint8_t header[16] = {};
+    std::memcpy(header, kMagic, 8);
+    header[8] = uint8_t(kVersion);
+    write_all(f.get(), header, sizeof header, path);
+    p.file_bytes = sizeof header;
+    cache.list([&](const EntryInfo &e) {
+      auto hit = cache.get(e.key, false);  // verified; not counted as a use
+      if (!hit) return;                    // evicted or removed since it was listed
+      const Blob record = encode_entry(e.key, hit->meta, hit->payload, cache.mac(), kCompressLevel);
+      uint8_t len[8];
+      put_u64(len, record.size());
+      write_all(f.get(), len, 8, path);
+      write_all(f.get(), record.data(), record.size(), path);
+      ++p.entries;
+      p.bytes += hit->payload.size;
+      p.file_bytes += 8 + record.size();
+      ticker.maybe(p);
+    });
+    uint8_t end[16];
+    put_u64(end, 0);
+    put_u64(end + 8, p.entries);
+    write_all(f.get(), end, sizeof end, path);
+    p.file_bytes += sizeof end;
+    if (std::fflush(f.get()) != 0) throw_errno("cannot write " + path);
+    if (!to_stdout) {
+      if (::fsync(fileno(f.get())) != 0) throw_errno("cannot sync " + tmp);
+      FILE *raw = f.release();
+      if (std::fclose(raw) != 0) throw_errno("cannot write " + tmp);
+      if (std::rename(tmp.c_str(), path.c_str()) != 0) throw_errno("cannot rename to " + path);
+    }
+  } catch (...) {
+    if (!to_stdout) std::remove(tmp.c_str());
+    throw;
+  }
+  return p;
+}
+
+namespace {
+
+// Reads the records after the header up to the end marker, storing the good ones.
+void read_records(Cache &cache, FILE *f, const std::string &path, BundleProgress &p, Ticker &ticker,
+                  const std::function<void(const std::string &)> &reject) {
+  uint64_t index = 0;
+  while (true) {
+    uint8_t len_bytes[8];
+    if (!read_exact(f, len_bytes, 8, path))
+      throw Error(Status::corrupt, path + ": bundle ends without its end marker (truncated)");
+    const uint64_t len = get_u64(len_bytes);
+    if (len == 0) {
+      uint8_t count[8];
+      if (!read_exact(f, count, 8, path))
+        throw Error(Status::corrupt, path + ": bundle ends inside its end marker (truncated)");
+      if (get_u64(count) != index)
+        throw Error(Status::corrupt, path + ": end marker counts " +
+                                         std::to_string(get_u64(count)) + " entries, found " +
+                                         std::to_string(index));
+      p.file_bytes += 16;
+      return;
+    }
+    if (len < kEntryHeaderSize || len > kMaxRecord)
+      throw Error(Status::corrupt, path + ": record " + std::to_string(index) + " has length " +
+                                       std::to_string(len) + " (framing is damaged)");
+    Blob record(len);
+    if (!read_exact(f, record.data(), len, path))
+      throw Error(Status::corrupt, path + ": bundle ends in the middle of a record (truncated)");
+    p.file_bytes += 8 + len;
+    ++index;
+    std::string why;
+    auto parts = parse_entry(record.view(), &why);
+    if (parts) parts = decode_entry(record.view(), parts->key, true, &why, cache.mac());
+    std::optional<Blob> plain;
+    if (parts && parts->compressed) {
+      plain = inflate_entry(*parts, &why);
+      parts = plain ? parse_entry(plain->view(), &why) : std::nullopt;
+    }
+    if (!parts) {
+      ++p.rejected;
+      if (reject) reject("record " + std::to_string(index - 1) + ": " + why);
+      continue;
+    }
+    cache.put(parts->key, parts->payload, parts->meta);
+    ++p.entries;
+    p.bytes += parts->payload.size;
+    ticker.maybe(p);
+  }
+}
+
+}  // namespace
+
+BundleProgress import_bundle(Cache &cache, const std::string &path,
+                             const std::function<void(const BundleProgress &)> &progress,
+                             const std::function<void(const std::string &)> &reject) {
+  const bool from_stdin = path == "-";
+  File f(from_stdin ? stdin : std::fopen(path.c_str(), "rb"),
+         from_stdin ? [](FILE *) { return 0; } : std::fclose);
+  if (!f) throw_errno("cannot open " + path);
+  uint8_t header[16];
+  if (!read_exact(f.get(), header, sizeof header, path) || std::memcmp(header, kMagic, 8) != 0)
+    throw Error(Status::corrupt, path + " is not a progcache bundle (bad magic)");
+  const uint32_t version = uint32_t(header[8]) | uint32_t(header[9]) << 8 |
+                           uint32_t(header[10]) << 16 | uint32_t(header[11]) << 24;
+  if (version != kVersion)
+    throw Error(Status::unsupported, path + " is bundle format " + std::to_string(version) +
+                                         "; this progcache reads format " +
+                                         std::to_string(kVersion));
+  BundleProgress p;
+  p.file_bytes = sizeof header;
+  Ticker ticker(progress);
+  try {
+    read_records(cache, f.get(), path, p, ticker, reject);
+  } catch (const Error &e) {
+    throw Error(e.status(), std::string(e.what()) + "; the " + std::to_string(p.entries) +
+                                " good entries before it were stored");
+  }
+  return p;
+}
+
+}  // namespace progcache
