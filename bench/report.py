@@ -175,5 +175,11 @@ lines += ["", "Targets against the reference: hits ≥ 3× faster than its FileS
           "`Program.compile(cache=...)` could not be timed through cuda.core: it needs a CUDA driver and a",
           "device to create the `Program`'s context, and this machine has neither.", ""]
 lines += [open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "analysis.md")).read()]
+# The compression figures come from bench/distributed: carry them over unchanged.
+import re
+old = open(out_path).read() if os.path.exists(out_path) else ""
+block = re.search(r"<!-- figures:begin.*?<!-- figures:end -->", old, flags=re.S)
+lines += ["", "## Compression (zstd) on real NVRTC output", "",
+          block.group(0) if block else "<!-- figures:begin (written by bench/distributed) -->\nRun bench/distributed.\n<!-- figures:end -->", ""]
 open(out_path, "w").write("\n".join(lines))
 print("wrote", out_path)

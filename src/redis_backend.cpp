@@ -188,7 +188,16 @@ RedisBackend::RedisBackend(Uri &uri, const BackendConfig &, bool lazy) {
   uri.expect_no_params();
   where_ = "redis " + host_ + ":" + std::to_string(port_) + "/" + std::to_string(db_);
   owner_pid_ = int(getpid());
-  if (!lazy) acquire().command({std::string_view("PING")});
+  if (!lazy) {
+    try {
+      acquire().command({std::string_view("PING")});
+    } catch (...) {
+      // The destructor will not run: free the connection the failed PING went back into.
+      for (redisContext *c : idle_) redisFree(c);
+      idle_.clear();
+      throw;
+    }
+  }
 }
 
 RedisBackend::~RedisBackend() {

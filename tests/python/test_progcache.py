@@ -98,6 +98,24 @@ class MappingTest(unittest.TestCase):
         self.cache = progcache.Cache("memory:")
 
 
+class TieredTest(unittest.TestCase):
+    def test_tier_stats_count_each_tier(self):
+        with tempfile.TemporaryDirectory() as d:
+            db = "sqlite:" + os.path.join(d, "c.db")
+            with progcache.Cache(db) as lower:
+                lower[b"k"] = b"from the lower tier"
+            with progcache.Cache("tiered:memory:|" + db) as c:
+                self.assertEqual(c[b"k"], b"from the lower tier")
+                self.assertEqual(c[b"k"], b"from the lower tier")
+                tiers = c.tier_stats()
+                self.assertEqual(len(tiers), 2)
+                self.assertEqual((tiers[0]["misses"], tiers[0]["hits"], tiers[0]["puts"]), (1, 1, 1))
+                self.assertEqual((tiers[1]["misses"], tiers[1]["hits"]), (0, 1))
+                self.assertEqual(c.stats()["hits"], 2)
+            with progcache.Cache("memory:") as plain:
+                self.assertEqual(len(plain.tier_stats()), 1)
+
+
 class CompileTest(unittest.TestCase):
     def test_compile_miss_then_hit_with_lowered_names(self):
         with tempfile.TemporaryDirectory() as d, progcache.Cache("filestream:" + d) as cache:

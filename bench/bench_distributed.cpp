@@ -1,0 +1,349 @@
+// The Redis tier on loopback, each row beside a baseline measured in the same run:
+//   redis get       vs a bare hiredis GET of the same bytes (what any Redis client pays)
+//   tiered hit      (served by the memory tier) vs a redis hit
+//   cold start      N distinct kernels on a node with an empty local cache: through a warm
+//                   Redis tier vs compiling them all with NVRTC
+//   compression     zstd ratio and decompression speed on real NVRTC output
+// It starts its own redis-server on 127.0.0.1 (a free port), or uses PCACHE_BENCH_REDIS_PORT.
+// PCACHE_BENCH_SMOKE=1 shrinks the set-up (CI runs one iteration of each as a smoke test).
+#include <arpa/inet.h>
+#include <benchmark/benchmark.h>
+#include <hiredis/hiredis.h>
+#include <netinet/in.h>
+#include <progcache/progcache.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <zstd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+bool smoke() {
+  const char *s = std::getenv("PCACHE_BENCH_SMOKE");
+  return s && *s == '1';
+}
+
+std::string temp_dir() {
+  static std::string dir = [] {
+    const char *base = std::getenv("TMPDIR");
+    std::string t = std::string(base && *base ? base : "/tmp") + "/pcache-bench-dist-XXXXXX";
+    if (!::mkdtemp(t.data())) std::abort();
+    return t;
+  }();
+  return dir;
+}
+
+// A redis-server for the whole run, killed with this process.
+class Server {
+ public:
+  Server() {
+    if (const char *p = std::getenv("PCACHE_BENCH_REDIS_PORT")) {
+      port_ = std::atoi(p);
+      return;
+    }
+    for (int attempt = 0; attempt < 5 && pid_ <= 0; ++attempt) start();
+    if (pid_ <= 0) {
+      std::fprintf(stderr, "cannot start redis-server (install the redis-server package)\n");
+      std::exit(1);
+    }
+  }
+  ~Server() {
+    if (pid_ > 0) {
+      ::kill(pid_, SIGTERM);
+      ::waitpid(pid_, nullptr, 0);
+    }
+  }
+  int port() const { return port_; }
+
+ private:
+  void start() {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof a;
+    ::bind(fd, reinterpret_cast<sockaddr *>(&a), sizeof a);
+    ::getsockname(fd, reinterpret_cast<sockaddr *>(&a), &len);
+    ::close(fd);
+    port_ = ntohs(a.sin_port);
+    const std::string port = std::to_string(port_), dir = temp_dir();
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      ::execlp("redis-server", "redis-server", "--port", port.c_str(), "--bind", "127.0.0.1",
+               "--save", "", "--appendonly", "no", "--dir", dir.c_str(), "--logfile",
+               (dir + "/redis.log").c_str(), static_cast<char *>(nullptr));
+      ::_exit(127);
+    }
+    for (int i = 0; i < 300; ++i) {
+      if (::waitpid(pid_, nullptr, WNOHANG) == pid_) break;
+      timeval tv{1, 0};
+      redisContext *c = redisConnectWithTimeout("127.0.0.1", port_, tv);
+      const bool up = c && !c->err;
+      redisFree(c);
+      if (up) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    ::kill(pid_, SIGKILL);
+    ::waitpid(pid_, nullptr, 0);
+    pid_ = -1;
+  }
+  int port_ = 0;
+  pid_t pid_ = -1;
+};
+
+Server &server() {
+  static Server s;
+  return s;
+}
+
+std::string redis_uri(const std::string &prefix, const std::string &params = "") {
+  return "redis://127.0.0.1:" + std::to_string(server().port()) + "/0?prefix=" + prefix + params;
+}
+
+pcache *open_cache(const std::string &uri) {
+  pcache *c = nullptr;
+  if (pcache_open(uri.c_str(), nullptr, &c) != PCACHE_OK) {
+    std::fprintf(stderr, "open %s: %s\n", uri.c_str(), pcache_last_error());
+    std::abort();
+  }
+  return c;
+}
+
+// Incompressible bytes: the transfer itself, not zstd, is what these rows measure.
+std::string random_payload(size_t n) {
+  std::mt19937_64 rng(n);
+  std::string s(n, '\0');
+  for (size_t i = 0; i + 8 <= n; i += 8) {
+    const uint64_t v = rng();
+    std::memcpy(&s[i], &v, 8);
+  }
+  return s;
+}
+
+std::string kernels_source() {
+  std::ifstream in(PCACHE_EXAMPLES_DIR "/kernels.cu");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+struct Compiler {
+  pcache *cache;
+  std::string arch = "-arch=sm_90";
+  int32_t target = PCACHE_TARGET_CUBIN;
+  // Compiles source; returns the output bytes (empty and an error on failure).
+  std::string compile(const std::string &source, benchmark::State *st = nullptr) {
+    const char *options[] = {arch.c_str(), "--std=c++17"};
+    const char *exprs[] = {"scale_add<float>", "block_sum<float, 256>"};
+    pcache_program p;
+    std::memset(&p, 0, sizeof p);
+    p.struct_size = sizeof p;
+    p.name = "kernels.cu";
+    p.source = source.c_str();
+    p.options = options;
+    p.num_options = 2;
+    p.name_expressions = exprs;
+    p.num_name_expressions = 2;
+    p.target = target;
+    pcache_compiled *r = nullptr;
+    std::string out;
+    if (pcache_compile(cache, &p, &r) == PCACHE_OK) {
+      size_t n = 0;
+      const void *d = pcache_compiled_data(r, &n);
+      out.assign(static_cast<const char *>(d), n);
+    } else if (st) {
+      st->SkipWithError(pcache_last_error());
+    }
+    pcache_compiled_free(r);
+    return out;
+  }
+};
+
+// ---- hits over loopback ------------------------------------------------------------------------
+
+void BM_RedisBareGet(benchmark::State &st) {
+  timeval tv{5, 0};
+  redisContext *c = redisConnectWithTimeout("127.0.0.1", server().port(), tv);
+  const std::string v = random_payload(size_t(st.range(0)));
+  auto *r = static_cast<redisReply *>(
+      redisCommand(c, "SET bare:%lld %b", (long long)st.range(0), v.data(), v.size()));
+  freeReplyObject(r);
+  for (auto _ : st) {
+    r = static_cast<redisReply *>(redisCommand(c, "GET bare:%lld", (long long)st.range(0)));
+    if (!r || r->type != REDIS_REPLY_STRING) st.SkipWithError("bare GET failed");
+    benchmark::DoNotOptimize(r->str);
+    freeReplyObject(r);
+  }
+  st.SetBytesProcessed(int64_t(st.iterations()) * st.range(0));
+  redisFree(c);
+}
+
+void BM_RedisGet(benchmark::State &st, const char *params) {
+  pcache *c = open_cache(redis_uri("bench-get:", params));
+  const std::string v = random_payload(size_t(st.range(0)));
+  pcache_put(c, "key", 3, v.data(), v.size());
+  for (auto _ : st) {
+    void *data;
+    size_t size;
+    if (pcache_get(c, "key", 3, &data, &size) != PCACHE_OK) st.SkipWithError(pcache_last_error());
+    benchmark::DoNotOptimize(data);
+    pcache_free(data);
+  }
+  st.SetBytesProcessed(int64_t(st.iterations()) * st.range(0));
+  pcache_close(c);
+}
+
+// A real cubin through redis, stored compressed (the default) or not.
+void BM_RedisGetCubin(benchmark::State &st, const char *params) {
+  static std::string cubin = [] {
+    pcache *mem = open_cache("memory:");
+    Compiler compiler{mem};
+    std::string out = compiler.compile(kernels_source());
+    pcache_close(mem);
+    return out;
+  }();
+  pcache *c = open_cache(redis_uri(*params ? "bench-cubin-plain:" : "bench-cubin-zstd:", params));
+  pcache_put(c, "cubin", 5, cubin.data(), cubin.size());
+  for (auto _ : st) {
+    void *data;
+    size_t size;
+    if (pcache_get(c, "cubin", 5, &data, &size) != PCACHE_OK) st.SkipWithError(pcache_last_error());
+    benchmark::DoNotOptimize(data);
+    pcache_free(data);
+  }
+  st.SetBytesProcessed(int64_t(st.iterations()) * int64_t(cubin.size()));
+  st.counters["cubin_bytes"] = double(cubin.size());
+  pcache_close(c);
+}
+
+void BM_TieredHit(benchmark::State &st) {
+  const std::string dir = temp_dir() + "/tiered-hit";
+  std::filesystem::create_directories(dir);
+  pcache *c = open_cache("tiered:memory:|sqlite:" + dir + "/c.db|" + redis_uri("bench-tier:"));
+  const std::string v = random_payload(size_t(st.range(0)));
+  pcache_put(c, "key", 3, v.data(), v.size());
+  for (auto _ : st) {
+    void *data;
+    size_t size;
+    if (pcache_get(c, "key", 3, &data, &size) != PCACHE_OK) st.SkipWithError(pcache_last_error());
+    benchmark::DoNotOptimize(data);
+    pcache_free(data);
+  }
+  st.SetBytesProcessed(int64_t(st.iterations()) * st.range(0));
+  pcache_close(c);
+}
+
+// ---- cold start ----------------------------------------------------------------------------------
+
+int cold_kernels() {
+  return smoke() ? 2 : 8;
+}
+
+std::string variant(int i) {
+  return kernels_source() + "\n// variant " + std::to_string(i) + "\n";
+}
+
+// A node starting with an empty local cache compiles N distinct kernels: with the Redis tier
+// (warmed by an earlier node) or with its local cache alone (every kernel an NVRTC compile).
+void BM_ColdStart(benchmark::State &st, bool with_tier) {
+  const std::string prefix = "bench-cold-" + std::to_string(::getpid()) + ":";
+  if (with_tier) {  // node 0 compiles everything once and shares it
+    pcache *warm = open_cache(redis_uri(prefix));
+    Compiler compiler{warm};
+    for (int i = 0; i < cold_kernels(); ++i) compiler.compile(variant(i), &st);
+    pcache_close(warm);
+  }
+  int node = 0;
+  for (auto _ : st) {
+    st.PauseTiming();
+    const std::string dir = temp_dir() + "/node" + std::to_string(with_tier) + "-" +
+                            std::to_string(node++);
+    std::filesystem::create_directories(dir);
+    const std::string local = "sqlite:" + dir + "/c.db";
+    st.ResumeTiming();
+    pcache *c = open_cache(with_tier ? "tiered:" + local + "|" + redis_uri(prefix) : local);
+    Compiler compiler{c};
+    for (int i = 0; i < cold_kernels(); ++i) compiler.compile(variant(i), &st);
+    pcache_close(c);
+  }
+  st.counters["kernels"] = cold_kernels();
+}
+
+// ---- compression on real NVRTC output --------------------------------------------------------
+
+// The outputs of the example kernels for several architectures and all three targets.
+const std::vector<std::string> &real_outputs() {
+  static std::vector<std::string> outputs = [] {
+    std::vector<std::string> out;
+    pcache *mem = open_cache("memory:");
+    Compiler compiler{mem};
+    std::vector<std::string> archs = {"-arch=sm_75", "-arch=sm_80", "-arch=sm_86", "-arch=sm_89",
+                                      "-arch=sm_90"};
+    if (smoke()) archs.resize(1);
+    for (const auto &arch : archs)
+      for (int32_t target : {PCACHE_TARGET_CUBIN, PCACHE_TARGET_PTX, PCACHE_TARGET_LTOIR}) {
+        compiler.arch = arch;
+        compiler.target = target;
+        std::string o = compiler.compile(kernels_source());
+        if (!o.empty()) out.push_back(std::move(o));
+      }
+    pcache_close(mem);
+    return out;
+  }();
+  return outputs;
+}
+
+void BM_ZstdRealOutputs(benchmark::State &st) {
+  const int level = int(st.range(0));
+  size_t raw = 0, packed = 0;
+  std::vector<std::string> frames;
+  for (const auto &o : real_outputs()) {
+    std::string f(ZSTD_compressBound(o.size()), '\0');
+    f.resize(ZSTD_compress(f.data(), f.size(), o.data(), o.size(), level));
+    raw += o.size();
+    packed += f.size();
+    frames.push_back(std::move(f));
+  }
+  std::string out(1 << 20, '\0');
+  for (auto _ : st)
+    for (size_t i = 0; i < frames.size(); ++i)
+      benchmark::DoNotOptimize(
+          ZSTD_decompress(out.data(), out.size(), frames[i].data(), frames[i].size()));
+  st.SetBytesProcessed(int64_t(st.iterations()) * int64_t(raw));  // decompressed bytes
+  st.counters["outputs"] = double(frames.size());
+  st.counters["raw_bytes"] = double(raw);
+  st.counters["ratio"] = double(raw) / double(packed);
+}
+
+constexpr int64_t kSizes[] = {4 << 10, 64 << 10, 1 << 20};
+
+}  // namespace
+
+BENCHMARK(BM_RedisBareGet)->Arg(kSizes[0])->Arg(kSizes[1])->Arg(kSizes[2]);
+BENCHMARK_CAPTURE(BM_RedisGet, plain, "&compress=none")
+    ->Arg(kSizes[0])
+    ->Arg(kSizes[1])
+    ->Arg(kSizes[2]);
+BENCHMARK_CAPTURE(BM_RedisGetCubin, zstd, "");
+BENCHMARK_CAPTURE(BM_RedisGetCubin, plain, "&compress=none");
+BENCHMARK(BM_TieredHit)->Arg(kSizes[0])->Arg(kSizes[1])->Arg(kSizes[2]);
+BENCHMARK_CAPTURE(BM_ColdStart, nvrtc_only, false)->Iterations(1)->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_ColdStart, redis_tier, true)->Iterations(3)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_ZstdRealOutputs)->Arg(1)->Arg(3)->Arg(9)->Arg(19);
+
+BENCHMARK_MAIN();
