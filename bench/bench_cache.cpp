@@ -25,22 +25,12 @@
 #include <string>
 #include <vector>
 
+#include "bench_util.hpp"
+
 namespace {
 
-bool smoke() {
-  const char *s = std::getenv("PCACHE_BENCH_SMOKE");
-  return s && *s == '1';
-}
-
-std::string temp_dir() {
-  static std::string dir = [] {
-    const char *base = std::getenv("TMPDIR");
-    std::string t = std::string(base && *base ? base : "/tmp") + "/pcache-bench-XXXXXX";
-    if (!::mkdtemp(t.data())) std::abort();
-    return t;
-  }();
-  return dir;
-}
+using benchutil::smoke;
+using benchutil::temp_dir;
 
 struct Dir {
   std::string path;

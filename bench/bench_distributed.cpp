@@ -30,22 +30,12 @@
 #include <thread>
 #include <vector>
 
+#include "bench_util.hpp"
+
 namespace {
 
-bool smoke() {
-  const char *s = std::getenv("PCACHE_BENCH_SMOKE");
-  return s && *s == '1';
-}
-
-std::string temp_dir() {
-  static std::string dir = [] {
-    const char *base = std::getenv("TMPDIR");
-    std::string t = std::string(base && *base ? base : "/tmp") + "/pcache-bench-dist-XXXXXX";
-    if (!::mkdtemp(t.data())) std::abort();
-    return t;
-  }();
-  return dir;
-}
+using benchutil::smoke;
+using benchutil::temp_dir;
 
 // A redis-server for the whole run, killed with this process.
 class Server {
@@ -176,6 +166,19 @@ struct Compiler {
 
 // ---- hits over loopback ------------------------------------------------------------------------
 
+// Times pcache_get of key (stored beforehand) for the benchmark's iterations.
+void time_gets(benchmark::State &st, pcache *c, const std::string &key, size_t bytes) {
+  for (auto _ : st) {
+    void *data;
+    size_t size;
+    if (pcache_get(c, key.data(), key.size(), &data, &size) != PCACHE_OK)
+      st.SkipWithError(pcache_last_error());
+    benchmark::DoNotOptimize(data);
+    pcache_free(data);
+  }
+  st.SetBytesProcessed(int64_t(st.iterations()) * int64_t(bytes));
+}
+
 void BM_RedisBareGet(benchmark::State &st) {
   timeval tv{5, 0};
   redisContext *c = redisConnectWithTimeout("127.0.0.1", server().port(), tv);
@@ -197,14 +200,7 @@ void BM_RedisGet(benchmark::State &st, const char *params) {
   pcache *c = open_cache(redis_uri("bench-get:", params));
   const std::string v = random_payload(size_t(st.range(0)));
   pcache_put(c, "key", 3, v.data(), v.size());
-  for (auto _ : st) {
-    void *data;
-    size_t size;
-    if (pcache_get(c, "key", 3, &data, &size) != PCACHE_OK) st.SkipWithError(pcache_last_error());
-    benchmark::DoNotOptimize(data);
-    pcache_free(data);
-  }
-  st.SetBytesProcessed(int64_t(st.iterations()) * st.range(0));
+  time_gets(st, c, "key", v.size());
   pcache_close(c);
 }
 
@@ -219,14 +215,7 @@ void BM_RedisGetCubin(benchmark::State &st, const char *params) {
   }();
   pcache *c = open_cache(redis_uri(*params ? "bench-cubin-plain:" : "bench-cubin-zstd:", params));
   pcache_put(c, "cubin", 5, cubin.data(), cubin.size());
-  for (auto _ : st) {
-    void *data;
-    size_t size;
-    if (pcache_get(c, "cubin", 5, &data, &size) != PCACHE_OK) st.SkipWithError(pcache_last_error());
-    benchmark::DoNotOptimize(data);
-    pcache_free(data);
-  }
-  st.SetBytesProcessed(int64_t(st.iterations()) * int64_t(cubin.size()));
+  time_gets(st, c, "cubin", cubin.size());
   st.counters["cubin_bytes"] = double(cubin.size());
   pcache_close(c);
 }
@@ -237,18 +226,12 @@ void BM_TieredHit(benchmark::State &st) {
   pcache *c = open_cache("tiered:memory:|sqlite:" + dir + "/c.db|" + redis_uri("bench-tier:"));
   const std::string v = random_payload(size_t(st.range(0)));
   pcache_put(c, "key", 3, v.data(), v.size());
-  for (auto _ : st) {
-    void *data;
-    size_t size;
-    if (pcache_get(c, "key", 3, &data, &size) != PCACHE_OK) st.SkipWithError(pcache_last_error());
-    benchmark::DoNotOptimize(data);
-    pcache_free(data);
-  }
-  st.SetBytesProcessed(int64_t(st.iterations()) * st.range(0));
+  time_gets(st, c, "key", v.size());
   pcache_close(c);
 }
 
-// ---- cold start ----------------------------------------------------------------------------------
+// ---- cold start
+// ----------------------------------------------------------------------------------
 
 int cold_kernels() {
   return smoke() ? 2 : 8;
@@ -271,8 +254,8 @@ void BM_ColdStart(benchmark::State &st, bool with_tier) {
   int node = 0;
   for (auto _ : st) {
     st.PauseTiming();
-    const std::string dir = temp_dir() + "/node" + std::to_string(with_tier) + "-" +
-                            std::to_string(node++);
+    const std::string dir =
+        temp_dir() + "/node" + std::to_string(with_tier) + "-" + std::to_string(node++);
     std::filesystem::create_directories(dir);
     const std::string local = "sqlite:" + dir + "/c.db";
     st.ResumeTiming();
@@ -320,10 +303,12 @@ void BM_ZstdRealOutputs(benchmark::State &st) {
     frames.push_back(std::move(f));
   }
   std::string out(1 << 20, '\0');
+  ZSTD_DCtx *dctx = ZSTD_createDCtx();  // reused, as the library does per thread
   for (auto _ : st)
     for (size_t i = 0; i < frames.size(); ++i)
       benchmark::DoNotOptimize(
-          ZSTD_decompress(out.data(), out.size(), frames[i].data(), frames[i].size()));
+          ZSTD_decompressDCtx(dctx, out.data(), out.size(), frames[i].data(), frames[i].size()));
+  ZSTD_freeDCtx(dctx);
   st.SetBytesProcessed(int64_t(st.iterations()) * int64_t(raw));  // decompressed bytes
   st.counters["outputs"] = double(frames.size());
   st.counters["raw_bytes"] = double(raw);

@@ -145,34 +145,28 @@ void TieredBackend::clear() {
   if (first_error) throw *first_error;
 }
 
-uint64_t TieredBackend::count() {
+uint64_t TieredBackend::from_deepest(const char *what, uint64_t (Cache::*fn)()) {
   std::optional<Error> first_error;
   for (auto it = tiers_.rbegin(); it != tiers_.rend(); ++it) {
     if (!available(**it)) continue;
     try {
-      return (*it)->cache->count();
+      return ((*it)->cache.get()->*fn)();
     } catch (const Error &e) {
       if (!first_error) first_error = e;
       failed(**it, e);
     }
   }
   if (first_error) throw *first_error;
-  throw Error(Status::remote, "tiered count: every tier is in back-off after failures");
+  throw Error(Status::remote,
+              std::string("tiered ") + what + ": every tier is in back-off after failures");
+}
+
+uint64_t TieredBackend::count() {
+  return from_deepest("count", &Cache::count);
 }
 
 uint64_t TieredBackend::size() {
-  std::optional<Error> first_error;
-  for (auto it = tiers_.rbegin(); it != tiers_.rend(); ++it) {
-    if (!available(**it)) continue;
-    try {
-      return (*it)->cache->size();
-    } catch (const Error &e) {
-      if (!first_error) first_error = e;
-      failed(**it, e);
-    }
-  }
-  if (first_error) throw *first_error;
-  throw Error(Status::remote, "tiered size: every tier is in back-off after failures");
+  return from_deepest("size", &Cache::size);
 }
 
 void TieredBackend::list(const std::function<void(const EntryInfo &)> &fn) {

@@ -57,6 +57,8 @@ class TieredBackend final : public Backend {
   bool available(Tier &tier);
   void failed(Tier &tier, const Error &e);
   void succeeded(Tier &tier);
+  // fn of the deepest tier that answers.
+  uint64_t from_deepest(const char *what, uint64_t (Cache::*fn)());
 
   std::vector<std::unique_ptr<Tier>> tiers_;
   BackendEvents *events_;
