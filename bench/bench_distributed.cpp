@@ -251,7 +251,7 @@ void BM_ColdStart(benchmark::State &st, bool with_tier) {
     for (int i = 0; i < cold_kernels(); ++i) compiler.compile(variant(i), &st);
     pcache_close(warm);
   }
-  int node = 0;
+  static int node = 0;  // a fresh node (an empty local cache) for every iteration and repetition
   for (auto _ : st) {
     st.PauseTiming();
     const std::string dir =

@@ -9,7 +9,9 @@ import sys
 
 bench_path, distributed_md, performance_md = sys.argv[1:4]
 bench = json.load(open(bench_path))
+# With --benchmark_repetitions, the median of the repetitions (named like the plain row).
 rows = {b["name"]: b for b in bench["benchmarks"] if b.get("run_type", "iteration") == "iteration"}
+rows.update({b["run_name"]: b for b in bench["benchmarks"] if b.get("aggregate_name") == "median"})
 
 
 def ns(name):
@@ -40,7 +42,7 @@ machine = "%s, %d cores, %s, %s %s" % (cpu, os.cpu_count() or 0, platform.platfo
 d = ["<!-- figures:begin (written by bench/distributed) -->",
      "Measured by `bench/distributed` on %s; client and server on one machine over" % machine,
      "loopback (a real network adds its round trip, ~50–500 µs in one data centre, to every row).",
-     "Each progcache row has its baseline from the same run.",
+     "Each progcache row has its baseline from the same run; times are medians of 5 repetitions.",
      "",
      "| hit, one thread | progcache | bare hiredis `GET` (baseline) | ratio | progcache rate |",
      "| --- | --- | --- | --- | --- |"]

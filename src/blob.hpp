@@ -43,7 +43,16 @@ class Blob {
     if (v.size) std::memcpy(b.data(), v.data, v.size);
     return b;
   }
-  Blob(Blob &&o) noexcept : base_(o.base_), size_(o.size_) {
+  // Takes ownership of size bytes at block, a malloc'd block with no spare prefix (a reply
+  // buffer another library allocated): saves copying a large value once more.
+  static Blob adopt(uint8_t *block, size_t size) {
+    Blob b;
+    b.base_ = block;
+    b.size_ = size;
+    b.offset_ = 0;
+    return b;
+  }
+  Blob(Blob &&o) noexcept : base_(o.base_), size_(o.size_), offset_(o.offset_) {
     o.base_ = nullptr;
     o.size_ = 0;
   }
@@ -52,6 +61,7 @@ class Blob {
       std::free(base_);
       base_ = o.base_;
       size_ = o.size_;
+      offset_ = o.offset_;
       o.base_ = nullptr;
       o.size_ = 0;
     }
@@ -61,14 +71,14 @@ class Blob {
   Blob &operator=(const Blob &) = delete;
   ~Blob() { std::free(base_); }
 
-  uint8_t *data() { return base_ + kPrefix; }
-  const uint8_t *data() const { return base_ + kPrefix; }
+  uint8_t *data() { return base_ + offset_; }
+  const uint8_t *data() const { return base_ + offset_; }
   size_t size() const { return size_; }
   ByteView view() const { return {data(), size_}; }
   // Shortens the blob to n <= size() bytes, returning the spare memory to the allocator.
   void shrink(size_t n) {
     if (n >= size_) return;
-    if (auto *b = static_cast<uint8_t *>(std::realloc(base_, kPrefix + (n ? n : 1)))) base_ = b;
+    if (auto *b = static_cast<uint8_t *>(std::realloc(base_, offset_ + (n ? n : 1)))) base_ = b;
     size_ = n;
   }
   // Gives up ownership of the whole block; the caller frees base with std::free.
@@ -82,6 +92,7 @@ class Blob {
  private:
   uint8_t *base_ = nullptr;
   size_t size_ = 0;
+  size_t offset_ = kPrefix;  // where data() starts in the block
 };
 
 using SharedBlob = std::shared_ptr<const Blob>;
