@@ -269,10 +269,15 @@ void BM_ColdStart(benchmark::State &st, bool with_tier) {
 
 // ---- compression on real NVRTC output --------------------------------------------------------
 
+struct Output {
+  int32_t target;
+  std::string bytes;
+};
+
 // The outputs of the example kernels for several architectures and all three targets.
-const std::vector<std::string> &real_outputs() {
-  static std::vector<std::string> outputs = [] {
-    std::vector<std::string> out;
+const std::vector<Output> &real_outputs() {
+  static std::vector<Output> outputs = [] {
+    std::vector<Output> out;
     pcache *mem = open_cache("memory:");
     Compiler compiler{mem};
     std::vector<std::string> archs = {"-arch=sm_75", "-arch=sm_80", "-arch=sm_86", "-arch=sm_89",
@@ -283,7 +288,7 @@ const std::vector<std::string> &real_outputs() {
         compiler.arch = arch;
         compiler.target = target;
         std::string o = compiler.compile(kernels_source());
-        if (!o.empty()) out.push_back(std::move(o));
+        if (!o.empty()) out.push_back({target, std::move(o)});
       }
     pcache_close(mem);
     return out;
@@ -293,15 +298,17 @@ const std::vector<std::string> &real_outputs() {
 
 void BM_ZstdRealOutputs(benchmark::State &st) {
   const int level = int(st.range(0));
-  size_t raw = 0, packed = 0;
+  size_t raw[3] = {}, packed[3] = {};
   std::vector<std::string> frames;
+  ZSTD_CCtx *cctx = ZSTD_createCCtx();
   for (const auto &o : real_outputs()) {
-    std::string f(ZSTD_compressBound(o.size()), '\0');
-    f.resize(ZSTD_compress(f.data(), f.size(), o.data(), o.size(), level));
-    raw += o.size();
-    packed += f.size();
+    std::string f(ZSTD_compressBound(o.bytes.size()), '\0');
+    f.resize(ZSTD_compressCCtx(cctx, f.data(), f.size(), o.bytes.data(), o.bytes.size(), level));
+    raw[o.target] += o.bytes.size();
+    packed[o.target] += f.size();
     frames.push_back(std::move(f));
   }
+  ZSTD_freeCCtx(cctx);
   std::string out(1 << 20, '\0');
   ZSTD_DCtx *dctx = ZSTD_createDCtx();  // reused, as the library does per thread
   for (auto _ : st)
@@ -309,10 +316,17 @@ void BM_ZstdRealOutputs(benchmark::State &st) {
       benchmark::DoNotOptimize(
           ZSTD_decompressDCtx(dctx, out.data(), out.size(), frames[i].data(), frames[i].size()));
   ZSTD_freeDCtx(dctx);
-  st.SetBytesProcessed(int64_t(st.iterations()) * int64_t(raw));  // decompressed bytes
+  const size_t all_raw = raw[0] + raw[1] + raw[2], all_packed = packed[0] + packed[1] + packed[2];
+  st.SetBytesProcessed(int64_t(st.iterations()) * int64_t(all_raw));  // decompressed bytes
   st.counters["outputs"] = double(frames.size());
-  st.counters["raw_bytes"] = double(raw);
-  st.counters["ratio"] = double(raw) / double(packed);
+  st.counters["raw_bytes"] = double(all_raw);
+  st.counters["ratio"] = double(all_raw) / double(all_packed);
+  const char *names[] = {"cubin", "ptx", "ltoir"};
+  for (int t = 0; t < 3; ++t)
+    if (packed[t]) {
+      st.counters[std::string("ratio_") + names[t]] = double(raw[t]) / double(packed[t]);
+      st.counters[std::string("bytes_") + names[t]] = double(raw[t]);
+    }
 }
 
 constexpr int64_t kSizes[] = {4 << 10, 64 << 10, 1 << 20};

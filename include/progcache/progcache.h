@@ -134,6 +134,14 @@ PCACHE_API pcache_status pcache_options_init(pcache_options *options, uint32_t s
  *   "memory:"         an in-process LRU cache that lives until pcache_close().
  *   "sqlite:PATH"     one SQLite database file (WAL, exact LRU); see docs/backends.md.
  *   "filestream:DIR"  one file per entry under DIR (atomic rename); see docs/backends.md.
+ *   "redis://[[USER]:PASSWORD@]HOST[:PORT][/DB]"
+ *                     a Redis server shared by many machines (entries zstd-compressed by
+ *                     default; size caps are the server's maxmemory); see docs/distributed.md.
+ *                     "rediss://" (TLS) is PCACHE_ERR_UNSUPPORTED.
+ *   "tiered:URI|URI|..."
+ *                     a stack of the above, fastest first: gets read through, puts write every
+ *                     tier, a failing tier is skipped (remote ones for a back-off period) so
+ *                     that gets and puts succeed while any tier works; see docs/distributed.md.
  * Backends accept parameters after '?', e.g. "sqlite:/tmp/c.db?busy_timeout_ms=2000"; an unknown
  * parameter, an unknown scheme or trailing garbage is PCACHE_ERR_INVALID_ARG.
  *
@@ -150,8 +158,10 @@ PCACHE_API pcache_status pcache_options_init(pcache_options *options, uint32_t s
  * another user owns or can write, without PCACHE_OPEN_ALLOW_SHARED; a persistent cache in a
  * setuid/setgid process without PCACHE_OPEN_ALLOW_PRIVILEGED; $PCACHE_SECRET_FILE readable by
  * others);
- * PCACHE_ERR_UNSUPPORTED (a database written by a newer progcache); PCACHE_ERR_BUSY (the
- * database stayed locked past the busy timeout); PCACHE_ERR_NO_MEMORY; PCACHE_ERR_INTERNAL.
+ * PCACHE_ERR_UNSUPPORTED (a database written by a newer progcache; rediss://); PCACHE_ERR_BUSY
+ * (the database stayed locked past the busy timeout); PCACHE_ERR_REMOTE (redis: the server
+ * cannot be reached, or refuses the password or database; a tier of a tiered cache is not
+ * contacted at open); PCACHE_ERR_NO_MEMORY; PCACHE_ERR_INTERNAL.
  */
 PCACHE_API pcache_status pcache_open(const char *uri, const pcache_options *options, pcache **out);
 
@@ -175,7 +185,9 @@ PCACHE_API pcache_status pcache_close(pcache *cache);
  * Thread safety: safe to call concurrently on one handle.
  * Returns PCACHE_OK, PCACHE_NOT_FOUND; PCACHE_ERR_INVALID_ARG (NULL cache/data/size, NULL key,
  * key_size 0 or > PCACHE_MAX_KEY_SIZE); PCACHE_ERR_NO_MEMORY; PCACHE_ERR_IO; PCACHE_ERR_BUSY;
- * PCACHE_ERR_INTERNAL.
+ * PCACHE_ERR_REMOTE (redis: unreachable, timed out or an error reply, with the server's message;
+ * the next call reconnects. A tiered cache answers from the tiers that work and returns it
+ * only when every tier failed); PCACHE_ERR_INTERNAL.
  */
 PCACHE_API pcache_status pcache_get(pcache *cache, const void *key, size_t key_size, void **data,
                                     size_t *size);
@@ -228,14 +240,18 @@ PCACHE_API void pcache_view_release(pcache_view *view);
  * Thread safety: safe to call concurrently; concurrent puts of one key: the last one wins and
  * readers see one writer's complete value, never a mix.
  * Returns PCACHE_OK; PCACHE_ERR_INVALID_ARG; PCACHE_ERR_TOO_LARGE; PCACHE_ERR_NO_MEMORY;
- * PCACHE_ERR_IO; PCACHE_ERR_PERMISSION (read-only storage); PCACHE_ERR_BUSY; PCACHE_ERR_INTERNAL.
+ * PCACHE_ERR_IO; PCACHE_ERR_PERMISSION (read-only storage); PCACHE_ERR_BUSY; PCACHE_ERR_REMOTE
+ * (redis, as pcache_get(); also a full server with maxmemory-policy noeviction. A tiered cache
+ * succeeds when any tier stored the value: failed tiers are counted in tier_errors);
+ * PCACHE_ERR_INTERNAL.
  */
 PCACHE_API pcache_status pcache_put(pcache *cache, const void *key, size_t key_size,
                                     const void *data, size_t size);
 
 /**
  * Removes key. Returns PCACHE_OK if it was there, PCACHE_NOT_FOUND if not;
- * PCACHE_ERR_INVALID_ARG; PCACHE_ERR_IO; PCACHE_ERR_PERMISSION; PCACHE_ERR_BUSY.
+ * PCACHE_ERR_INVALID_ARG; PCACHE_ERR_IO; PCACHE_ERR_PERMISSION; PCACHE_ERR_BUSY; PCACHE_ERR_REMOTE
+ * (a tiered cache removes from every tier it can, then reports the first failure).
  * Thread safety: safe to call concurrently.
  */
 PCACHE_API pcache_status pcache_delete(pcache *cache, const void *key, size_t key_size);
@@ -243,7 +259,9 @@ PCACHE_API pcache_status pcache_delete(pcache *cache, const void *key, size_t ke
 /**
  * Stores the number of entries in *entries. Exact for memory and sqlite; an estimate for
  * filestream while other processes write (see docs/backends.md).
- * Returns PCACHE_OK; PCACHE_ERR_INVALID_ARG; PCACHE_ERR_IO; PCACHE_ERR_BUSY.
+ * Redis counts with SCAN over the key prefix (O(keys in the database)); a tiered cache answers
+ * with its deepest tier that responds.
+ * Returns PCACHE_OK; PCACHE_ERR_INVALID_ARG; PCACHE_ERR_IO; PCACHE_ERR_BUSY; PCACHE_ERR_REMOTE.
  */
 PCACHE_API pcache_status pcache_count(pcache *cache, uint64_t *entries);
 
@@ -256,7 +274,8 @@ PCACHE_API pcache_status pcache_size(pcache *cache, uint64_t *bytes);
 /**
  * Removes every entry. Persistent backends delete entries inside the storage (never by
  * removing the database file or directory, which other processes may hold open).
- * Returns PCACHE_OK; PCACHE_ERR_INVALID_ARG; PCACHE_ERR_IO; PCACHE_ERR_PERMISSION; PCACHE_ERR_BUSY.
+ * Returns PCACHE_OK; PCACHE_ERR_INVALID_ARG; PCACHE_ERR_IO; PCACHE_ERR_PERMISSION; PCACHE_ERR_BUSY;
+ * PCACHE_ERR_REMOTE (a tiered cache clears every tier it can, then reports the first failure).
  */
 PCACHE_API pcache_status pcache_clear(pcache *cache);
 
