@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include "blob.hpp"
@@ -88,6 +89,11 @@ class Backend {
   // For a remote store: how long a tiered cache leaves it alone after a failure (doubling per
   // consecutive failure). 0 = a local store, never skipped.
   virtual uint64_t retry_backoff_ms() const { return 0; }
+  // Single flight across machines, for stores that machines share: tries to take the lease on
+  // compiling key. Returns a token when taken (hand it to release_lease), "" when another holder
+  // has it, nullopt when this store keeps no leases. Throws Error when the store fails.
+  virtual std::optional<std::string> try_lease(ByteView) { return std::nullopt; }
+  virtual void release_lease(ByteView, const std::string &) {}
 
  private:
   std::mutex counters_mutex_;

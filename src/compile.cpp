@@ -4,11 +4,13 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "error.hpp"
@@ -119,6 +121,59 @@ std::shared_ptr<CompileResult> compile_and_store(Cache *cache, const ProgramDesc
   return r;
 }
 
+// Holds a cross-machine compile lease until destroyed.
+class LeaseGuard {
+ public:
+  LeaseGuard(Backend &backend, ByteView key, std::string token)
+      : backend_(backend), key_(key), token_(std::move(token)) {}
+  ~LeaseGuard() {
+    try {
+      backend_.release_lease(key_, token_);
+    } catch (...) {  // the lease expires by itself
+    }
+  }
+  LeaseGuard(const LeaseGuard &) = delete;
+  LeaseGuard &operator=(const LeaseGuard &) = delete;
+
+ private:
+  Backend &backend_;
+  ByteView key_;
+  std::string token_;
+};
+
+// Single flight across machines sharing a store with leases (Redis): one machine compiles, the
+// others wait for its entry to appear, polling with a growing interval. A holder that dies lets
+// its lease expire; a store that fails or keeps no leases, or a wait past the deadline, means
+// compiling here.
+std::shared_ptr<CompileResult> compile_once_across_machines(Cache *cache,
+                                                            const ProgramDesc &program,
+                                                            const Key &key,
+                                                            const CompileOptions &options) {
+  const ByteView k(key.data(), key.size());
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(options.wait_timeout_ms);
+  auto delay = std::chrono::milliseconds(10);
+  for (;;) {
+    std::optional<std::string> token;
+    try {
+      token = cache->backend().try_lease(k);
+    } catch (const Error &) {
+    }
+    if (!token) return compile_and_store(cache, program, key, true);
+    if (!token->empty()) {
+      LeaseGuard lease(cache->backend(), k, *token);
+      // The previous holder may have stored it between our last look and our lease.
+      if (auto r = lookup(cache, key)) return r;
+      return compile_and_store(cache, program, key, true);
+    }
+    if (std::chrono::steady_clock::now() >= deadline)
+      return compile_and_store(cache, program, key, true);
+    std::this_thread::sleep_for(delay);
+    delay = std::min(delay * 2, std::chrono::milliseconds(250));
+    if (auto r = lookup(cache, key)) return r;
+  }
+}
+
 }  // namespace
 
 uint32_t nvrtc_version_for(Cache *cache) {
@@ -201,7 +256,7 @@ std::shared_ptr<CompileResult> compile_through_cache(Cache *cache, ProgramDesc p
     // its result when they get the lock.
     StripeLock cross_process(cache->backend().lock_dir(), key, options.wait_timeout_ms);
     result = lookup(cache, key);
-    if (!result) result = compile_and_store(cache, program, key, true);
+    if (!result) result = compile_once_across_machines(cache, program, key, options);
   } catch (...) {
     std::lock_guard lock(g_flights_mutex);
     g_flights.erase(key);

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstring>
 #include <memory>
+#include <random>
 #include <unordered_set>
 #include <utility>
 
@@ -183,6 +184,7 @@ RedisBackend::RedisBackend(Uri &uri, const BackendConfig &, bool lazy) {
   timeout_ms_ = parse_uint_param("timeout_ms", uri.take("timeout_ms", "2000"));
   if (timeout_ms_ == 0) throw Error(Status::invalid_arg, "redis: timeout_ms must be > 0");
   backoff_ms_ = parse_uint_param("backoff_ms", uri.take("backoff_ms", "1000"));
+  lease_ms_ = parse_uint_param("lease_ms", uri.take("lease_ms", "120000"));
   if (std::string ttl = uri.take("ttl"); !ttl.empty())
     ttl_seconds_ = parse_duration_seconds("redis ttl", ttl);
   uri.expect_no_params();
@@ -374,6 +376,32 @@ void RedisBackend::clear() {
     for (const std::string &k : keys) c.append({std::string_view("UNLINK"), k});
     for (size_t i = 0; i < keys.size(); ++i) c.reply();
   });
+}
+
+std::optional<std::string> RedisBackend::try_lease(ByteView key) {
+  if (lease_ms_ == 0) return std::nullopt;
+  // Unique per holder: only the holder's release may delete the lease, never a later holder's.
+  thread_local std::mt19937_64 rng(std::random_device{}() ^ uint64_t(::getpid()) << 32);
+  char token[40];
+  std::snprintf(token, sizeof token, "%d-%016llx", int(::getpid()), (unsigned long long)rng());
+  std::string lease_key = prefix_ + "l:";
+  lease_key.append(key.str());
+  Connection c = acquire();
+  Reply r = c.command({std::string_view("SET"), lease_key, std::string_view(token),
+                       std::string_view("NX"), std::string_view("PX"), std::to_string(lease_ms_)});
+  return r->type == REDIS_REPLY_STATUS ? std::string(token) : std::string();
+}
+
+void RedisBackend::release_lease(ByteView key, const std::string &token) {
+  // Compare and delete in one step, so that a lease that expired and was taken by another
+  // machine is left alone.
+  static constexpr std::string_view kRelease =
+      "if redis.call('get', KEYS[1]) == ARGV[1] then return redis.call('del', KEYS[1]) end "
+      "return 0";
+  std::string lease_key = prefix_ + "l:";
+  lease_key.append(key.str());
+  Connection c = acquire();
+  c.command({std::string_view("EVAL"), kRelease, std::string_view("1"), lease_key, token});
 }
 
 uint64_t RedisBackend::max_payload_size() const {

@@ -1,4 +1,4 @@
-// redis://[[USER]:PASSWORD@]HOST:PORT[/DB][?prefix=NAME&timeout_ms=N&ttl=DURATION]: entries in
+// redis://[[USER]:PASSWORD@]HOST:PORT[/DB][?prefix=NAME&timeout_ms=N&ttl=DURATION...]: entries in
 // a Redis server shared by many machines, through hiredis. One Redis string per entry (the whole
 // record, under PREFIX "e:" KEY); the size cap and eviction are Redis's own (maxmemory with
 // allkeys-lru); count/size/list walk the prefix with SCAN. See docs/distributed.md.
@@ -33,6 +33,10 @@ class RedisBackend final : public Backend {
   void add_counters(const PersistentCounters &delta) override;
   PersistentCounters counters() override;
   uint64_t retry_backoff_ms() const override { return backoff_ms_; }
+  // SET PREFIX l:KEY TOKEN NX PX lease_ms; released by compare-and-delete, or expired by Redis
+  // if the holder dies.
+  std::optional<std::string> try_lease(ByteView key) override;
+  void release_lease(ByteView key, const std::string &token) override;
 
   class Connection;  // one hiredis context, leased to one call at a time
 
@@ -51,7 +55,8 @@ class RedisBackend final : public Backend {
   uint64_t timeout_ms_ = 2000;
   uint64_t backoff_ms_ = 1000;
   int64_t ttl_seconds_ = 0;
-  std::string where_;  // "redis HOST:PORT/DB" for messages
+  uint64_t lease_ms_ = 120000;  // 0: no cross-machine single flight
+  std::string where_;           // "redis HOST:PORT/DB" for messages
 
   std::mutex mutex_;
   std::vector<redisContext *> idle_;  // connections of process owner_pid_

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <optional>
 #include <unordered_set>
 
@@ -180,6 +181,34 @@ void TieredBackend::list(const std::function<void(const EntryInfo &)> &fn) {
     } catch (const Error &e) {
       failed(*tier, e);
     }
+  }
+}
+
+std::optional<std::string> TieredBackend::try_lease(ByteView key) {
+  for (size_t i = 0; i < tiers_.size(); ++i) {
+    Tier &tier = *tiers_[i];
+    if (!available(tier)) continue;
+    try {
+      if (auto token = tier.cache->backend().try_lease(key)) {
+        succeeded(tier);
+        // The tier's index travels in the token, so the release goes back to it.
+        return token->empty() ? *token : std::to_string(i) + ":" + *token;
+      }
+    } catch (const Error &e) {
+      failed(tier, e);
+    }
+  }
+  return std::nullopt;
+}
+
+void TieredBackend::release_lease(ByteView key, const std::string &token) {
+  const size_t colon = token.find(':');
+  const size_t i = std::strtoul(token.substr(0, colon).c_str(), nullptr, 10);
+  if (colon == std::string::npos || i >= tiers_.size()) return;
+  try {
+    tiers_[i]->cache->backend().release_lease(key, token.substr(colon + 1));
+  } catch (const Error &e) {
+    failed(*tiers_[i], e);  // the lease expires by itself
   }
 }
 

@@ -36,6 +36,9 @@ class TieredBackend final : public Backend {
   void list(const std::function<void(const EntryInfo &)> &fn) override;
   uint64_t max_payload_size() const override;
   std::string lock_dir() const override;
+  // Leases come from the first available tier that keeps them (the shared store).
+  std::optional<std::string> try_lease(ByteView key) override;
+  void release_lease(ByteView key, const std::string &token) override;
   // Records come back already verified by the tier that held them.
   bool in_process() const override { return true; }
 

@@ -367,3 +367,101 @@ TEST(Redis, SecondNodeCompilesNothing) {
   Handle local("sqlite:" + (d / "node2.db"));
   EXPECT_GE(local.count(), 1u);
 }
+
+namespace {
+
+// The program tests/compile_probe.c compiles.
+pcache_program probe_program(const std::string &source) {
+  static const char *options[] = {"-arch=sm_90", "--std=c++17"};
+  static const char *exprs[] = {"scale_add<float>"};
+  pcache_program p;
+  std::memset(&p, 0, sizeof p);
+  p.struct_size = sizeof p;
+  p.name = "kernels.cu";
+  p.source = source.c_str();
+  p.options = options;
+  p.num_options = 2;
+  p.name_expressions = exprs;
+  p.num_name_expressions = 1;
+  return p;
+}
+
+struct Nodes {
+  TempDir d;
+  std::string remote = shared_redis().uri(redis_prefix(d));
+  std::string kernel = d / "kernels.cu";
+  Nodes() { write_file(kernel, read_file(PCACHE_EXAMPLES_DIR "/kernels.cu")); }
+  // The command line of node `name`: its own SQLite cache in front of the shared Redis.
+  std::string command(const std::string &name) const {
+    return std::string("PCACHE_NVRTC_LIBRARY=") + PCACHE_FAKE_NVRTC +
+           " PCACHE_TEST_REAL_NVRTC=" + progcache::locate_nvrtc().path +
+           " PCACHE_TEST_NVRTC_COUNT=" + (d / (name + ".count")) + " " + PCACHE_COMPILE_PROBE +
+           " 'tiered:sqlite:" + (d / (name + ".db")) + "|" + remote + "' " + kernel;
+  }
+  size_t compiles(const std::string &name) const { return read_file(d / (name + ".count")).size(); }
+  std::string key() const {
+    const std::string source = read_file(kernel);
+    const pcache_program p = probe_program(source);
+    Handle mem("memory:");
+    pcache_compiled *r = nullptr;
+    EXPECT_EQ(pcache_compile(mem, &p, &r), PCACHE_OK) << pcache_last_error();
+    std::string k(reinterpret_cast<const char *>(pcache_compiled_key(r)), PCACHE_KEY_SIZE);
+    pcache_compiled_free(r);
+    return k;
+  }
+};
+
+}  // namespace
+
+// A fleet starting together: four nodes miss the same kernel at once, with separate local caches
+// and one Redis. One compiles; the others wait for its entry (the Redis lease).
+TEST(Redis, NodesMissingTogetherCompileOnceInAll) {
+  Nodes nodes;
+  const std::string out =
+      run_command("for n in a b c d; do " + nodes.command("$n") + " & done; wait");
+  size_t ok = 0, hits = 0;
+  for (size_t pos = 0; (pos = out.find("status=0 ", pos)) != std::string::npos; ++pos, ++ok)
+    if (out.compare(pos, 15, "status=0 hit=1 ") == 0) ++hits;
+  EXPECT_EQ(ok, 4u) << out;
+  EXPECT_EQ(hits, 3u) << out;
+  EXPECT_EQ(nodes.compiles("a") + nodes.compiles("b") + nodes.compiles("c") + nodes.compiles("d"),
+            1u)
+      << out;
+}
+
+// A node that finds another machine's lease waits for that machine's entry instead of compiling.
+TEST(Redis, ANodeWaitsForTheLeaseHoldersEntry) {
+  Nodes nodes;
+  const std::string lease = redis_prefix(nodes.d) + "l:" + nodes.key();
+  ASSERT_EQ(shared_redis().command({"SET", lease, "another-machine", "PX", "60000"}), "OK");
+  FILE *node = ::popen(nodes.command("waiter").c_str(), "r");
+  ASSERT_NE(node, nullptr);
+  // The "other machine" finishes: its entry lands in Redis (this handle takes no lease).
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  {
+    Handle other(nodes.remote + "&lease_ms=0");
+    const std::string source = read_file(nodes.kernel);
+    const pcache_program p = probe_program(source);
+    pcache_compiled *r = nullptr;
+    ASSERT_EQ(pcache_compile(other, &p, &r), PCACHE_OK) << pcache_last_error();
+    pcache_compiled_free(r);
+  }
+  char line[512] = "";
+  const bool got = std::fgets(line, sizeof line, node) != nullptr;
+  ::pclose(node);
+  ASSERT_TRUE(got);
+  EXPECT_NE(std::string(line).find("status=0 hit=1"), std::string::npos) << line;
+  EXPECT_EQ(nodes.compiles("waiter"), 0u) << line;
+  EXPECT_EQ(shared_redis().command({"GET", lease}), "another-machine");  // not its lease to drop
+}
+
+// A lease whose holder died expires, and the next node compiles.
+TEST(Redis, ADeadHoldersLeaseExpiresAndANodeCompiles) {
+  Nodes nodes;
+  const std::string lease = redis_prefix(nodes.d) + "l:" + nodes.key();
+  ASSERT_EQ(shared_redis().command({"SET", lease, "dead-machine", "PX", "500"}), "OK");
+  const std::string out = run_command(nodes.command("survivor"));
+  EXPECT_NE(out.find("status=0 hit=0"), std::string::npos) << out;
+  EXPECT_EQ(nodes.compiles("survivor"), 1u) << out;
+  EXPECT_EQ(shared_redis().command({"EXISTS", lease}), "0");  // released after the compile
+}

@@ -393,8 +393,9 @@ typedef struct pcache_compiled pcache_compiled;
  * Compiles program with NVRTC through cache: derives the key (filling in the NVRTC version
  * itself; program->nvrtc_version is ignored), returns the stored binary on a hit without loading
  * NVRTC, otherwise compiles, stores the binary with its metadata (lowered names, log, compile
- * time), and returns it. When several threads or processes miss the same key at once, one
- * compiles and the others wait for its result (bounded; past the bound they compile themselves).
+ * time), and returns it. When several threads or processes, or machines sharing a Redis tier,
+ * miss the same key at once, one compiles and the others wait for its result (bounded; past the
+ * bound they compile themselves).
  * NVRTC is found without loading it ($PCACHE_NVRTC_LIBRARY, else the newest libnvrtc.so.N in
  * the CUDA and system library directories) and identified by its file (path, size, mtime,
  * inode); the file's NVRTC version is remembered in the cache.
