@@ -465,3 +465,40 @@ TEST(Redis, ADeadHoldersLeaseExpiresAndANodeCompiles) {
   EXPECT_EQ(nodes.compiles("survivor"), 1u) << out;
   EXPECT_EQ(shared_redis().command({"EXISTS", lease}), "0");  // released after the compile
 }
+
+TEST(Redis, CountSizeAndListWalkEveryScanBatch) {
+  TempDir d;
+  Handle c(shared_redis().uri(redis_prefix(d)));
+  constexpr int kEntries = 2500;  // SCAN batches of 1000: several round trips, pipelined reads
+  uint64_t bytes = 0;
+  for (int i = 0; i < kEntries; ++i) {
+    const std::string v = make_value(i, 7, 100 + i % 50);
+    bytes += v.size();
+    ASSERT_EQ(c.put("k" + std::to_string(i), v), PCACHE_OK) << pcache_last_error();
+  }
+  // The shared counters (flushed every 1024 lookups) and compile leases live beside the entries
+  // and are never counted, listed or cleared as entries.
+  for (int i = 0; i < 1100; ++i) ASSERT_EQ(c.get("k0", nullptr), PCACHE_OK);
+  const std::string prefix = redis_prefix(d);
+  ASSERT_EQ(shared_redis().command({"EXISTS", prefix + "stats"}), "1");
+  ASSERT_EQ(shared_redis().command({"SET", prefix + "l:x", "holder"}), "OK");
+  EXPECT_EQ(c.count(), uint64_t(kEntries));
+  EXPECT_EQ(c.size(), bytes);
+  ASSERT_EQ(pcache_clear(c), PCACHE_OK);
+  EXPECT_EQ(shared_redis().command({"EXISTS", prefix + "stats"}), "1");
+  EXPECT_EQ(c.count(), 0u);
+  EXPECT_EQ(c.size(), 0u);
+}
+
+TEST(Redis, TtlExpiresEntriesOnTheServer) {
+  TempDir d;
+  const std::string prefix = redis_prefix(d);
+  Handle c(shared_redis().uri(prefix, "&ttl=1h"));
+  ASSERT_EQ(c.put("k", "v"), PCACHE_OK);
+  const long ttl = std::stol(shared_redis().command({"TTL", prefix + "e:k"}));
+  EXPECT_GT(ttl, 3500);
+  EXPECT_LE(ttl, 3600);
+  Handle forever(shared_redis().uri(prefix));
+  ASSERT_EQ(forever.put("k2", "v"), PCACHE_OK);
+  EXPECT_EQ(shared_redis().command({"TTL", prefix + "e:k2"}), "-1");
+}
