@@ -15,8 +15,8 @@
 #include <string>
 #include <vector>
 
-#include "bundle.hpp"
 #include "cache.hpp"
+#include "cli.hpp"
 #include "compile.hpp"
 #include "compiled_meta.hpp"
 #include "entry.hpp"
@@ -25,6 +25,7 @@
 #include "uri.hpp"
 
 using namespace progcache;
+using progcache::cli::human_size;
 
 namespace {
 
@@ -111,19 +112,6 @@ const std::map<std::string, std::string> kCommandHelp = {
 struct Usage : std::runtime_error {
   using std::runtime_error::runtime_error;
 };
-
-std::string human_size(uint64_t bytes) {
-  const char *units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  double v = double(bytes);
-  int u = 0;
-  while (v >= 1024 && u < 4) {
-    v /= 1024;
-    ++u;
-  }
-  char buf[32];
-  std::snprintf(buf, sizeof buf, u ? "%.1f %s" : "%.0f %s", v, units[u]);
-  return buf;
-}
 
 std::string ms(uint64_t us) {
   char buf[32];
@@ -350,40 +338,6 @@ int cmd_stats(Cache &cache) {
   return 0;
 }
 
-int cmd_export(Cache &cache, const std::string &path) {
-  const auto t0 = std::chrono::steady_clock::now();
-  auto elapsed = [&] {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  };
-  const BundleProgress p = export_bundle(cache, path, [&](const BundleProgress &p) {
-    std::fprintf(stderr, "progcache: export: %llu entries, %s so far (%.1f s)\n",
-                 (unsigned long long)p.entries, human_size(p.file_bytes).c_str(), elapsed());
-  });
-  std::fprintf(path == "-" ? stderr : stdout,
-               "exported %llu entries (%s of payload) to %s: %s in %.2f s\n",
-               (unsigned long long)p.entries, human_size(p.bytes).c_str(), path.c_str(),
-               human_size(p.file_bytes).c_str(), elapsed());
-  return 0;
-}
-
-int cmd_import(Cache &cache, const std::string &path) {
-  const auto t0 = std::chrono::steady_clock::now();
-  auto elapsed = [&] {
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  };
-  const BundleProgress p = import_bundle(
-      cache, path,
-      [&](const BundleProgress &p) {
-        std::fprintf(stderr, "progcache: import: %llu entries, %s read (%.1f s)\n",
-                     (unsigned long long)p.entries, human_size(p.file_bytes).c_str(), elapsed());
-      },
-      [](const std::string &why) { std::printf("rejected %s\n", why.c_str()); });
-  std::printf("imported %llu entries (%s) in %.2f s, %llu rejected\n",
-              (unsigned long long)p.entries, human_size(p.bytes).c_str(), elapsed(),
-              (unsigned long long)p.rejected);
-  return p.rejected ? 1 : 0;
-}
-
 int cmd_ls(Cache &cache) {
   size_t n = 0;
   std::printf("%-66s %10s %-6s %-6s %s\n", "KEY", "SIZE", "TARGET", "NVRTC", "LAST USE");
@@ -514,6 +468,11 @@ int run(int argc, char **argv) {
   if (command == "prune") {
     if (rest.size() != 0 && !(rest.size() == 0)) throw Usage("prune takes only --max-size SIZE");
     if (!max_size_set) throw Usage("prune needs --max-size SIZE");
+    const std::string scheme = parse_uri(uri.empty() ? default_uri() : uri).scheme;
+    if (scheme == "redis" || scheme == "tiered")
+      throw Usage("prune: a " + scheme +
+                  ": cache is not pruned by progcache (Redis evicts by its maxmemory policy; "
+                  "prune each local tier by its own URI)");
   }
   CacheOptions options;
   options.max_size_bytes = max_size;
@@ -530,8 +489,8 @@ int run(int argc, char **argv) {
   if (command == "ls") return need(0), cmd_ls(*cache);
   if (command == "verify") return need(0), cmd_verify(*cache);
   if (command == "evict") return cmd_evict(*cache, rest);
-  if (command == "export") return need(1), cmd_export(*cache, rest[0]);
-  if (command == "import") return need(1), cmd_import(*cache, rest[0]);
+  if (command == "export") return need(1), cli::cmd_export(*cache, rest[0]);
+  if (command == "import") return need(1), cli::cmd_import(*cache, rest[0]);
   if (command == "clear") {
     need(0);
     const uint64_t n = cache->count();

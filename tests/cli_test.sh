@@ -92,6 +92,7 @@ if command -v redis-server >/dev/null; then
   want='redis://:\*\*\*@127' check "the password is never printed" 0 "$pc" --cache "$redis" stats
   tiered="tiered:sqlite:$work/node.db|$redis"
   want='tier 0: +sqlite:.* entries 1, .*hits 0, misses 1 .*tier 1: +redis://:\*\*\*@.* hits 1' check "tiered stats per tier" 0 bash -c "'$pc' --cache '$tiered' get text:note -o '$work/n2' >/dev/null && '$pc' --cache '$tiered' stats | tr '\n' ' '"
+  want='maxmemory' check "prune refuses a redis cache with the reason" 2 "$pc" --cache "$redis" prune --max-size 1K
   want='exported 3 entries' check "export from redis" 0 "$pc" --cache "$redis" export "$work/from-redis.pcb"
   want='imported 3 entries .* 0 rejected' check "a redis bundle imports into sqlite" 0 "$pc" --cache "sqlite:$work/from-redis.db" import "$work/from-redis.pcb"
   want='^hit: ' check "a node with an empty local cache hits through redis" 0 "$pc" --cache "tiered:sqlite:$work/node3.db|$redis" compile "$kernel" --name-expression 'scale_add<float>' -- --std=c++17

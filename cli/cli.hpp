@@ -1,0 +1,18 @@
+// Pieces of the progcache command shared between its source files.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "cache.hpp"
+
+namespace progcache::cli {
+
+// "1.5 MiB": binary units, one decimal.
+std::string human_size(uint64_t bytes);
+
+// progcache export FILE / import FILE (cli/transfer.cpp). Return the exit status.
+int cmd_export(Cache &cache, const std::string &path);
+int cmd_import(Cache &cache, const std::string &path);
+
+}  // namespace progcache::cli
