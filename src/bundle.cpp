@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -112,6 +113,27 @@ BundleProgress export_bundle(Cache &cache, const std::string &path,
 
 namespace {
 
+// Reads a record of len bytes. A damaged length must not make us allocate gigabytes up front:
+// beyond kChunk the record is read in chunks, so memory grows only with bytes that arrive.
+Blob read_record(FILE *f, uint64_t len, const std::string &path) {
+  constexpr uint64_t kChunk = 16ull << 20;
+  auto truncated = [&] {
+    return Error(Status::corrupt, path + ": bundle ends in the middle of a record (truncated)");
+  };
+  if (len <= kChunk) {
+    Blob record(len);
+    if (!read_exact(f, record.data(), len, path)) throw truncated();
+    return record;
+  }
+  std::string bytes;
+  while (bytes.size() < len) {
+    const size_t old = bytes.size(), n = size_t(std::min<uint64_t>(kChunk, len - old));
+    bytes.resize(old + n);
+    if (!read_exact(f, bytes.data() + old, n, path)) throw truncated();
+  }
+  return Blob::copy_of(bytes);
+}
+
 // Reads the records after the header up to the end marker, storing the good ones.
 void read_records(Cache &cache, FILE *f, const std::string &path, BundleProgress &p, Ticker &ticker,
                   const std::function<void(const std::string &)> &reject) {
@@ -135,9 +157,7 @@ void read_records(Cache &cache, FILE *f, const std::string &path, BundleProgress
     if (len < kEntryHeaderSize || len > kMaxRecord)
       throw Error(Status::corrupt, path + ": record " + std::to_string(index) + " has length " +
                                        std::to_string(len) + " (framing is damaged)");
-    Blob record(len);
-    if (!read_exact(f, record.data(), len, path))
-      throw Error(Status::corrupt, path + ": bundle ends in the middle of a record (truncated)");
+    Blob record = read_record(f, len, path);
     p.file_bytes += 8 + len;
     ++index;
     std::string why;
@@ -169,20 +189,26 @@ BundleProgress import_bundle(Cache &cache, const std::string &path,
   File f(from_stdin ? stdin : std::fopen(path.c_str(), "rb"),
          from_stdin ? [](FILE *) { return 0; } : std::fclose);
   if (!f) throw_errno("cannot open " + path);
+  return import_bundle_stream(cache, f.get(), path, progress, reject);
+}
+
+BundleProgress import_bundle_stream(Cache &cache, FILE *in, const std::string &name,
+                                    const std::function<void(const BundleProgress &)> &progress,
+                                    const std::function<void(const std::string &)> &reject) {
   uint8_t header[16];
-  if (!read_exact(f.get(), header, sizeof header, path) || std::memcmp(header, kMagic, 8) != 0)
-    throw Error(Status::corrupt, path + " is not a progcache bundle (bad magic)");
+  if (!read_exact(in, header, sizeof header, name) || std::memcmp(header, kMagic, 8) != 0)
+    throw Error(Status::corrupt, name + " is not a progcache bundle (bad magic)");
   const uint32_t version = uint32_t(header[8]) | uint32_t(header[9]) << 8 |
                            uint32_t(header[10]) << 16 | uint32_t(header[11]) << 24;
   if (version != kVersion)
-    throw Error(Status::unsupported, path + " is bundle format " + std::to_string(version) +
+    throw Error(Status::unsupported, name + " is bundle format " + std::to_string(version) +
                                          "; this progcache reads format " +
                                          std::to_string(kVersion));
   BundleProgress p;
   p.file_bytes = sizeof header;
   Ticker ticker(progress);
   try {
-    read_records(cache, f.get(), path, p, ticker, reject);
+    read_records(cache, in, name, p, ticker, reject);
   } catch (const Error &e) {
     throw Error(e.status(), std::string(e.what()) + "; the " + std::to_string(p.entries) +
                                 " good entries before it were stored");

@@ -16,6 +16,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdio>
 #include <functional>
 #include <string>
 
@@ -41,5 +42,9 @@ BundleProgress export_bundle(Cache &cache, const std::string &path,
 BundleProgress import_bundle(Cache &cache, const std::string &path,
                              const std::function<void(const BundleProgress &)> &progress,
                              const std::function<void(const std::string &)> &reject);
+// The same from an open stream (name is for messages).
+BundleProgress import_bundle_stream(Cache &cache, FILE *in, const std::string &name,
+                                    const std::function<void(const BundleProgress &)> &progress,
+                                    const std::function<void(const std::string &)> &reject);
 
 }  // namespace progcache
