@@ -84,8 +84,12 @@ std::unique_ptr<Cache> Cache::open(std::string_view uri_text, const CacheOptions
   std::string text = uri_text.empty() ? default_uri() : std::string(uri_text);
   Uri uri = parse_uri(text);
   std::unique_ptr<Cache> cache(new Cache(text, options));
+  // ?max_size=SIZE caps this cache whatever the options say: in a tiered stack, each tier its
+  // own cap (a small memory tier in front of a large disk one).
+  if (std::string cap = uri.take("max_size"); !cap.empty())
+    cache->options_.max_size_bytes = parse_size("max_size", cap);
   BackendConfig config;
-  config.max_size_bytes = options.max_size_bytes;
+  config.max_size_bytes = cache->options_.max_size_bytes;
   config.events = &cache->events_;
   const char *shared = trusted_env("PCACHE_ALLOW_SHARED");
   config.allow_shared = options.allow_shared || (shared && std::string(shared) == "1");

@@ -502,3 +502,25 @@ TEST(Redis, TtlExpiresEntriesOnTheServer) {
   ASSERT_EQ(forever.put("k2", "v"), PCACHE_OK);
   EXPECT_EQ(shared_redis().command({"TTL", prefix + "e:k2"}), "-1");
 }
+
+TEST(Tiered, EachTierTakesItsOwnCap) {
+  TempDir d;
+  Handle c("tiered:memory:?max_size=1K|sqlite:" + (d / "big.db") + "?max_size=1M");
+  for (const char *k : {"a", "b", "c"}) ASSERT_EQ(c.put(k, std::string(600, *k)), PCACHE_OK);
+  const pcache_stats memory = tier_stats(c, 0);
+  EXPECT_EQ(memory.evictions, 2u);  // the 1 KiB memory tier keeps only the newest
+  EXPECT_EQ(tier_stats(c, 1).evictions, 0u);
+  for (const char *k : {"a", "b", "c"}) {
+    std::string got;
+    ASSERT_EQ(c.get(k, &got), PCACHE_OK) << k;
+    EXPECT_EQ(got, std::string(600, *k));
+  }
+  EXPECT_EQ(c.count(), 3u);  // the deepest tier's count
+  // A value over one tier's cap is stored by the others.
+  ASSERT_EQ(c.put("big", std::string(2000, 'x')), PCACHE_OK) << pcache_last_error();
+  const std::string warning = pcache_last_error();
+  EXPECT_NE(warning.find("max_size_bytes"), std::string::npos) << warning;
+  EXPECT_EQ(tier_stats(c, 0).tier_errors, 1u);
+  pcache *bad = nullptr;
+  EXPECT_EQ(pcache_open("memory:?max_size=lots", nullptr, &bad), PCACHE_ERR_INVALID_ARG);
+}

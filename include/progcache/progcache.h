@@ -142,8 +142,9 @@ PCACHE_API pcache_status pcache_options_init(pcache_options *options, uint32_t s
  *                     a stack of the above, fastest first: gets read through, puts write every
  *                     tier, a failing tier is skipped (remote ones for a back-off period) so
  *                     that gets and puts succeed while any tier works; see docs/distributed.md.
- * Backends accept parameters after '?', e.g. "sqlite:/tmp/c.db?busy_timeout_ms=2000"; an unknown
- * parameter, an unknown scheme or trailing garbage is PCACHE_ERR_INVALID_ARG.
+ * Backends accept parameters after '?', e.g. "sqlite:/tmp/c.db?busy_timeout_ms=2000"; every one
+ * takes max_size=SIZE ("256M"), which overrides options->max_size_bytes for that cache. An
+ * unknown parameter, an unknown scheme or trailing garbage is PCACHE_ERR_INVALID_ARG.
  *
  * options: NULL means defaults (as pcache_options_init: the cap is $PCACHE_MAX_SIZE, if set);
  * otherwise it must have been filled by pcache_options_init(). A malformed $PCACHE_MAX_SIZE is
