@@ -184,6 +184,21 @@ void TieredBackend::list(const std::function<void(const EntryInfo &)> &fn) {
   }
 }
 
+void TieredBackend::add_counters(const PersistentCounters &delta) {
+  Backend::add_counters(delta);
+  if (delta.compile_us_saved == 0) return;
+  PersistentCounters saved;
+  saved.compile_us_saved = delta.compile_us_saved;
+  for (auto &tier : tiers_) {
+    if (!available(*tier)) continue;
+    try {
+      tier->cache->backend().add_counters(saved);
+    } catch (const Error &e) {
+      failed(*tier, e);
+    }
+  }
+}
+
 std::optional<std::string> TieredBackend::try_lease(ByteView key) {
   for (size_t i = 0; i < tiers_.size(); ++i) {
     Tier &tier = *tiers_[i];

@@ -36,6 +36,9 @@ class TieredBackend final : public Backend {
   void list(const std::function<void(const EntryInfo &)> &fn) override;
   uint64_t max_payload_size() const override;
   std::string lock_dir() const override;
+  // Counters: each tier counts its own hits and misses; the NVRTC time a hit saved is credited to
+  // every tier, so that `progcache stats` on the shared store shows what the fleet saved.
+  void add_counters(const PersistentCounters &delta) override;
   // Leases come from the first available tier that keeps them (the shared store).
   std::optional<std::string> try_lease(ByteView key) override;
   void release_lease(ByteView key, const std::string &token) override;

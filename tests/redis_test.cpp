@@ -366,6 +366,10 @@ TEST(Redis, SecondNodeCompilesNothing) {
   // The hit was copied into node 2's local cache: it now starts warm without Redis.
   Handle local("sqlite:" + (d / "node2.db"));
   EXPECT_GE(local.count(), 1u);
+  // The NVRTC time node 2 saved is in the shared counters (`progcache stats` on the Redis).
+  const std::string saved =
+      shared_redis().command({"HGET", redis_prefix(d) + "stats", "compile_us_saved"});
+  EXPECT_GT(std::atoll(saved.c_str()), 0) << saved;
 }
 
 namespace {
