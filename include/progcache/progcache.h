@@ -99,17 +99,18 @@ enum {
 };
 
 typedef struct pcache_options {
-  uint32_t struct_size;    /* the caller's sizeof(pcache_options) */
-  uint32_t flags;          /* PCACHE_OPEN_* bits; unknown bits are PCACHE_ERR_INVALID_ARG */
-  uint64_t max_size_bytes; /* cap on the sum of stored payload sizes; 0 = unbounded.
-                              pcache_options_init sets it from $PCACHE_MAX_SIZE (e.g. "4G"), else 0 */
+  uint32_t struct_size; /* the caller's sizeof(pcache_options) */
+  uint32_t flags;       /* PCACHE_OPEN_* bits; unknown bits are PCACHE_ERR_INVALID_ARG */
+  /* cap on the sum of stored payload sizes; 0 = unbounded. pcache_options_init sets it from
+     $PCACHE_MAX_SIZE (e.g. "4G"), else 0 */
+  uint64_t max_size_bytes;
   /* version 2 (32 bytes): */
-  const void *secret;      /* a secret shared by the cache's trusted writers; NULL = none, unless
-                              $PCACHE_SECRET_FILE names a file holding one. With a secret, every
-                              entry is signed (keyed BLAKE2b) and every entry read from storage
-                              must carry a valid MAC: unsigned or forged entries are misses,
-                              counted as corrupt, never returned. Copied during pcache_open. */
-  uint64_t secret_size;    /* bytes of secret */
+  const void *secret;   /* a secret shared by the cache's trusted writers; NULL = none, unless
+                           $PCACHE_SECRET_FILE names a file holding one. With a secret, every
+                           entry is signed (keyed BLAKE2b) and every entry read from storage
+                           must carry a valid MAC: unsigned or forged entries are misses,
+                           counted as corrupt, never returned. Copied during pcache_open. */
+  uint64_t secret_size; /* bytes of secret */
   /* later versions append fixed-width fields here, never reorder */
 } pcache_options;
 
@@ -451,7 +452,7 @@ PCACHE_API uint64_t pcache_compiled_elapsed_us(const pcache_compiled *result);
 /** Releases a result. NULL is a no-op. */
 PCACHE_API void pcache_compiled_free(pcache_compiled *result);
 
-/* ---- Loading modules -------------------------------------------------------------------------- */
+/* ---- Loading modules ------------------------------------------------------------------------ */
 
 /** A CUDA module loaded from a compiled result. Opaque. */
 typedef struct pcache_module pcache_module;
