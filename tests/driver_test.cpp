@@ -12,21 +12,6 @@ namespace {
 
 const std::string kKernels = read_file(PCACHE_EXAMPLES_DIR "/kernels.cu");
 
-pcache_program program(const std::string &source, const char **exprs, size_t n, int32_t target) {
-  static const char *options[] = {"-arch=sm_90", "--std=c++17"};
-  pcache_program p;
-  std::memset(&p, 0, sizeof p);
-  p.struct_size = sizeof p;
-  p.name = "kernels.cu";
-  p.source = source.c_str();
-  p.options = options;
-  p.num_options = 2;
-  p.name_expressions = exprs;
-  p.num_name_expressions = n;
-  p.target = target;
-  return p;
-}
-
 const char *kExprs[] = {"scale_add<float>", "block_sum<float, 256>"};
 
 }  // namespace
@@ -34,7 +19,7 @@ const char *kExprs[] = {"scale_add<float>", "block_sum<float, 256>"};
 TEST(Driver, LoadsARealCubinAndFindsKernelsByNameExpressionAfterAHit) {
   TempDir d;
   Handle c("sqlite:" + (d / "cache.db"));
-  const pcache_program p = program(kKernels, kExprs, 2, PCACHE_TARGET_CUBIN);
+  const pcache_program p = kernels_program(kKernels, kExprs, 2, PCACHE_TARGET_CUBIN);
   for (int round = 0; round < 2; ++round) {  // a miss, then a hit
     pcache_module *m = nullptr;
     ASSERT_EQ(pcache_load_module(c, &p, &m), PCACHE_OK) << pcache_last_error();
@@ -55,7 +40,7 @@ TEST(Driver, LoadsARealCubinAndFindsKernelsByNameExpressionAfterAHit) {
 TEST(Driver, ACachedImageTheDriverRejectsIsRemovedRecompiledAndLoaded) {
   TempDir d;
   Handle c("sqlite:" + (d / "cache.db"));
-  const pcache_program p = program(kKernels, kExprs, 2, PCACHE_TARGET_CUBIN);
+  const pcache_program p = kernels_program(kKernels, kExprs, 2, PCACHE_TARGET_CUBIN);
   pcache_compiled *r = nullptr;
   ASSERT_EQ(pcache_compile(c, &p, &r), PCACHE_OK) << pcache_last_error();
   const std::string key(reinterpret_cast<const char *>(pcache_compiled_key(r)), PCACHE_KEY_SIZE);
@@ -78,7 +63,7 @@ TEST(Driver, ACachedImageTheDriverRejectsIsRemovedRecompiledAndLoaded) {
 TEST(Driver, AnImageTheDriverRejectsOnAFreshCompileIsACudaError) {
   Handle c("memory:");
   // PTX is not an ELF image: the fake driver rejects it, as a real one rejects a bad image.
-  const pcache_program p = program(kKernels, kExprs, 2, PCACHE_TARGET_PTX);
+  const pcache_program p = kernels_program(kKernels, kExprs, 2, PCACHE_TARGET_PTX);
   pcache_module *m = nullptr;
   EXPECT_EQ(pcache_load_module(c, &p, &m), PCACHE_ERR_CUDA);
   EXPECT_EQ(m, nullptr);
@@ -88,7 +73,7 @@ TEST(Driver, AnImageTheDriverRejectsOnAFreshCompileIsACudaError) {
 
 TEST(Driver, LtoirCannotBeLoadedAsAModule) {
   Handle c("memory:");
-  const pcache_program p = program(kKernels, kExprs, 2, PCACHE_TARGET_LTOIR);
+  const pcache_program p = kernels_program(kKernels, kExprs, 2, PCACHE_TARGET_LTOIR);
   pcache_module *m = nullptr;
   EXPECT_EQ(pcache_load_module(c, &p, &m), PCACHE_ERR_UNSUPPORTED);
 }

@@ -376,18 +376,8 @@ namespace {
 
 // The program tests/compile_probe.c compiles.
 pcache_program probe_program(const std::string &source) {
-  static const char *options[] = {"-arch=sm_90", "--std=c++17"};
   static const char *exprs[] = {"scale_add<float>"};
-  pcache_program p;
-  std::memset(&p, 0, sizeof p);
-  p.struct_size = sizeof p;
-  p.name = "kernels.cu";
-  p.source = source.c_str();
-  p.options = options;
-  p.num_options = 2;
-  p.name_expressions = exprs;
-  p.num_name_expressions = 1;
-  return p;
+  return kernels_program(source, exprs, 1, PCACHE_TARGET_CUBIN);
 }
 
 struct Nodes {

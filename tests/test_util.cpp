@@ -122,6 +122,22 @@ int check_read_only_cache(const std::string &uri) {
   return 0;
 }
 
+pcache_program kernels_program(const std::string &source, const char **exprs, size_t n,
+                               int32_t target) {
+  static const char *options[] = {"-arch=sm_90", "--std=c++17"};
+  pcache_program p;
+  std::memset(&p, 0, sizeof p);
+  p.struct_size = sizeof p;
+  p.name = "kernels.cu";
+  p.source = source.c_str();
+  p.options = options;
+  p.num_options = 2;
+  p.name_expressions = exprs;
+  p.num_name_expressions = n;
+  p.target = target;
+  return p;
+}
+
 std::string run_command(const std::string &cmd) {
   std::string out;
   FILE *p = ::popen(cmd.c_str(), "r");

@@ -54,6 +54,11 @@ std::string read_file(const std::string &path);
 // Returns 0, or the number of the first check that failed (reasons go to stderr).
 int check_read_only_cache(const std::string &uri);
 
+// examples/kernels.cu's program as the tests compile it: name "kernels.cu", -arch=sm_90
+// --std=c++17, the given name expressions and target. source must outlive the result.
+pcache_program kernels_program(const std::string &source, const char **exprs, size_t n,
+                               int32_t target);
+
 // Runs a shell command and returns its standard output.
 std::string run_command(const std::string &cmd);
 void write_file(const std::string &path, const std::string &data);
