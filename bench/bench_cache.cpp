@@ -295,18 +295,9 @@ void BM_Compile(benchmark::State &st, bool hit) {
   pcache *c = open_cache("sqlite:" + d.path + "/cache.db");
   const std::string base = kernels_source();
   const char *options[] = {"-arch=sm_90", "--std=c++17"};
-  const char *exprs[] = {"scale_add<float>", "block_sum<float, 256>"};
   uint64_t i = 0;
   auto compile = [&](const std::string &src) {
-    pcache_program p;
-    std::memset(&p, 0, sizeof p);
-    p.struct_size = sizeof p;
-    p.name = "kernels.cu";
-    p.source = src.c_str();
-    p.options = options;
-    p.num_options = 2;
-    p.name_expressions = exprs;
-    p.num_name_expressions = 2;
+    const pcache_program p = benchutil::kernels_program(src, options);
     pcache_compiled *r = nullptr;
     if (pcache_compile(c, &p, &r) != PCACHE_OK) st.SkipWithError(pcache_last_error());
     benchmark::DoNotOptimize(pcache_compiled_lowered_name(r, "scale_add<float>"));

@@ -139,17 +139,7 @@ struct Compiler {
   // Compiles source; returns the output bytes (empty and an error on failure).
   std::string compile(const std::string &source, benchmark::State *st = nullptr) {
     const char *options[] = {arch.c_str(), "--std=c++17"};
-    const char *exprs[] = {"scale_add<float>", "block_sum<float, 256>"};
-    pcache_program p;
-    std::memset(&p, 0, sizeof p);
-    p.struct_size = sizeof p;
-    p.name = "kernels.cu";
-    p.source = source.c_str();
-    p.options = options;
-    p.num_options = 2;
-    p.name_expressions = exprs;
-    p.num_name_expressions = 2;
-    p.target = target;
+    const pcache_program p = benchutil::kernels_program(source, options, target);
     pcache_compiled *r = nullptr;
     std::string out;
     if (pcache_compile(cache, &p, &r) == PCACHE_OK) {

@@ -1,9 +1,11 @@
 // Helpers shared by the benchmark programs.
 #pragma once
 
+#include <progcache/progcache.h>
 #include <unistd.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <string>
 
 namespace benchutil {
@@ -23,6 +25,24 @@ inline std::string temp_dir() {
     return t;
   }();
   return dir;
+}
+
+// examples/kernels.cu as the benchmarks compile it: options[0..1] (arch, standard), both
+// name expressions. source and options must outlive the result.
+inline pcache_program kernels_program(const std::string &source, const char *const options[2],
+                                      int32_t target = PCACHE_TARGET_CUBIN) {
+  static const char *exprs[] = {"scale_add<float>", "block_sum<float, 256>"};
+  pcache_program p;
+  std::memset(&p, 0, sizeof p);
+  p.struct_size = sizeof p;
+  p.name = "kernels.cu";
+  p.source = source.c_str();
+  p.options = options;
+  p.num_options = 2;
+  p.name_expressions = exprs;
+  p.num_name_expressions = 2;
+  p.target = target;
+  return p;
 }
 
 }  // namespace benchutil
