@@ -205,10 +205,11 @@ uint8_t *Cache::get_owned(ByteView key, size_t *size) {
   auto hit = get(key);
   if (!hit) return nullptr;
   *size = hit->payload.size;
-  // A record nobody else holds (read from storage, inflated, or passed up by a tier of a tiered
-  // cache) is ours alone: hand its block over without copying. Records a memory backend keeps
-  // are also held by the backend, so they are copied.
-  if (hit->record.use_count() == 1) {
+  // A record read from storage is ours alone: hand its block over without copying. Records that
+  // ever sat in memory (a memory backend, or a memory tier behind a tiered cache) were shared
+  // with other threads, and use_count() == 1 does not order their last reads before our writes:
+  // those are copied.
+  if (!backend_->in_process() && hit->record.use_count() == 1) {
     const size_t offset = static_cast<size_t>(hit->payload.data - hit->record->data());
     auto &block = const_cast<Blob &>(*hit->record);  // sole owner; the object is not const
     return hand_over(std::move(block), offset);
