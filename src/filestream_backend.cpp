@@ -27,6 +27,11 @@ constexpr const char *kStatsFile = "stats";
 constexpr const char *kTmpDir = "tmp";
 constexpr uint64_t kStatsMagic = 0x3254415453534650ull;  // "PFSSTAT2"
 constexpr int kStatsWords = 8;  // magic, count, size, 4 shared counters, checksum
+// Written after the totals while a lock holder changes entries, cleared by its final write: a
+// holder killed in between (after a rename or unlink, or half-way through an eviction or clear)
+// leaves it set, and the next holder recounts. Earlier versions read and write only the
+// first kStatsWords words and ignore it.
+constexpr uint64_t kUpdateInProgress = 0x5441445055534650ull;  // "PFSUPDAT"
 // Below this many entries eviction looks at every entry (exact mtime LRU); above it, at one
 // shard at a time (ccache's approach), so a put never costs a full directory scan.
 constexpr int64_t kExactEvictionEntries = 4096;
@@ -115,11 +120,12 @@ FileStreamBackend::FileStreamBackend(Uri &uri, const BackendConfig &config)
   check_format();
   reap_stale_temp_files();
   if (::faccessat(dir_fd_.get(), ".", W_OK, 0) == 0) {
-    // Establish the accounting now (a first open counts the entries), not during a later put
-    // whose own entry, and other writers' in-flight ones, a recount would count twice.
+    // Establish the accounting now (a first open counts the entries, and repairs what a killed
+    // writer left), not during a later put whose own entry a recount would count twice.
     StatsLock lock(*this);
     Totals t = read_totals_locked();
     if (config_.max_size_bytes && uint64_t(t.size) > config_.max_size_bytes) {
+      begin_update_locked();
       evict_locked(t, -1, "");
       write_totals_locked(t);
     }
@@ -285,12 +291,20 @@ void FileStreamBackend::put(ByteView key, Blob &&record, uint64_t payload_size) 
   // Replace and account under the lock, so that concurrent writers of one key cannot each
   // count the entry as new; the costly part (writing the temp file) stays outside it.
   StatsLock lock(*this);
+  Totals t = read_totals_locked();
   const std::optional<int64_t> old = stored_payload_size(dfd, name);
-  if (sys::renameat(tmp_fd_.get(), tmp.c_str(), dfd, name.c_str()) != 0)
+  begin_update_locked();
+  if (sys::renameat(tmp_fd_.get(), tmp.c_str(), dfd, name.c_str()) != 0) {
+    write_totals_locked(t);  // nothing changed
     discard("cannot move a cache entry into place");
+  }
   if (fsync_) ::fsync(dfd);
   if (!lru_.empty()) lru_.push_back({written_ns, shard, name});  // the newest entry
-  apply_totals_locked(old ? 0 : 1, int64_t(payload_size) - old.value_or(0), true, shard, name);
+  t.count += old ? 0 : 1;
+  t.size = std::max<int64_t>(0, t.size + int64_t(payload_size) - old.value_or(0));
+  if (config_.max_size_bytes && uint64_t(t.size) > config_.max_size_bytes)
+    evict_locked(t, shard, name);
+  write_totals_locked(t);
 }
 
 std::string FileStreamBackend::temp_name() {
@@ -304,7 +318,7 @@ bool FileStreamBackend::unlink_entry(int shard, const std::string &name, int64_t
   const int dfd = shard_fd(shard, false);
   if (dfd < 0) return false;
   const std::optional<int64_t> size = stored_payload_size(dfd, name);
-  if (::unlinkat(dfd, name.c_str(), 0) != 0) {
+  if (sys::unlinkat(dfd, name.c_str(), 0) != 0) {
     if (errno == ENOENT) return false;
     // A directory planted where an entry belongs: removed if empty, otherwise left (never
     // followed or read).
@@ -319,9 +333,15 @@ bool FileStreamBackend::remove(ByteView key) {
   const std::string name = entry_name(key);
   int64_t size = 0;
   StatsLock lock(*this);
-  if (!unlink_entry(shard_of(name), name, &size)) return false;
-  apply_totals_locked(-1, -size, false, -1, "");
-  return true;
+  Totals t = read_totals_locked();
+  begin_update_locked();
+  const bool removed = unlink_entry(shard_of(name), name, &size);
+  if (removed) {
+    t.count = std::max<int64_t>(0, t.count - 1);
+    t.size = std::max<int64_t>(0, t.size - size);
+  }
+  write_totals_locked(t);
+  return removed;
 }
 
 int FileStreamBackend::stats_fd() {
@@ -341,30 +361,43 @@ int FileStreamBackend::stats_fd() {
   return stats_fd_.get();
 }
 
-FileStreamBackend::Totals FileStreamBackend::read_totals_locked(bool *rebuilt) {
-  uint64_t buf[kStatsWords] = {};
-  if (rebuilt) *rebuilt = false;
-  if (pread_all(stats_fd_.get(), buf, sizeof buf, 0) && buf[0] == kStatsMagic &&
-      buf[kStatsWords - 1] == XXH3_64bits(buf, 8 * (kStatsWords - 1)) && int64_t(buf[1]) >= 0 &&
-      int64_t(buf[2]) >= 0) {
+FileStreamBackend::Totals FileStreamBackend::read_totals_locked() {
+  uint64_t buf[kStatsWords + 1] = {};
+  const ssize_t n = ::pread(stats_fd_.get(), buf, sizeof buf, 0);
+  const bool whole = n >= ssize_t(8 * kStatsWords) && buf[0] == kStatsMagic &&
+                     buf[kStatsWords - 1] == XXH3_64bits(buf, 8 * (kStatsWords - 1)) &&
+                     int64_t(buf[1]) >= 0 && int64_t(buf[2]) >= 0;
+  if (whole && buf[kStatsWords] != kUpdateInProgress) {
     Totals t{int64_t(buf[1]), int64_t(buf[2]), {}};
     t.counters = {int64_t(buf[3]), int64_t(buf[4]), int64_t(buf[5]), int64_t(buf[6])};
     return t;
   }
-  // Missing or damaged accounting: count again from the entries themselves.
-  if (rebuilt) *rebuilt = true;
-  return rebuild_totals_locked();
+  // Missing or damaged accounting, or a holder of the lock died while changing entries: count
+  // again from the entries themselves, keeping the shared counters when they survived.
+  Totals t = rebuild_totals_locked();
+  if (whole) t.counters = {int64_t(buf[3]), int64_t(buf[4]), int64_t(buf[5]), int64_t(buf[6])};
+  write_totals_locked(t);
+  return t;
+}
+
+void FileStreamBackend::begin_update_locked() {
+  const uint64_t flag = kUpdateInProgress;
+  ssize_t n;
+  do {
+    n = ::pwrite(stats_fd_.get(), &flag, sizeof flag, 8 * kStatsWords);
+  } while (n < 0 && errno == EINTR);
 }
 
 void FileStreamBackend::write_totals_locked(const Totals &t) {
-  uint64_t buf[kStatsWords] = {kStatsMagic,
-                               uint64_t(std::max<int64_t>(t.count, 0)),
-                               uint64_t(std::max<int64_t>(t.size, 0)),
-                               uint64_t(t.counters.hits),
-                               uint64_t(t.counters.misses),
-                               uint64_t(t.counters.evictions),
-                               uint64_t(t.counters.compile_us_saved),
-                               0};
+  uint64_t buf[kStatsWords + 1] = {kStatsMagic,
+                                   uint64_t(std::max<int64_t>(t.count, 0)),
+                                   uint64_t(std::max<int64_t>(t.size, 0)),
+                                   uint64_t(t.counters.hits),
+                                   uint64_t(t.counters.misses),
+                                   uint64_t(t.counters.evictions),
+                                   uint64_t(t.counters.compile_us_saved),
+                                   0,
+                                   0};  // no update in progress
   buf[kStatsWords - 1] = XXH3_64bits(buf, 8 * (kStatsWords - 1));
   ssize_t n;
   do {
@@ -386,21 +419,7 @@ FileStreamBackend::Totals FileStreamBackend::rebuild_totals_locked() {
       }
     });
   }
-  write_totals_locked(t);
   return t;
-}
-
-void FileStreamBackend::apply_totals_locked(int64_t count_delta, int64_t size_delta, bool may_evict,
-                                            int keep_shard, const std::string &keep_name) {
-  bool rebuilt = false;
-  Totals t = read_totals_locked(&rebuilt);
-  if (!rebuilt) {  // a rebuild already counted the change this call made
-    t.count = std::max<int64_t>(0, t.count + count_delta);
-    t.size = std::max<int64_t>(0, t.size + size_delta);
-  }
-  if (may_evict && config_.max_size_bytes && uint64_t(t.size) > config_.max_size_bytes)
-    evict_locked(t, keep_shard, keep_name);
-  write_totals_locked(t);
 }
 
 void FileStreamBackend::list_shard(int shard, std::vector<Victim> &out) {
@@ -512,6 +531,7 @@ void FileStreamBackend::clear() {
   if (::faccessat(dir_fd_.get(), ".", W_OK, 0) != 0)
     throw_errno("cannot clear cache directory '" + dir_ + "'");
   Totals t = read_totals_locked();
+  begin_update_locked();
   for (int s = 0; s < kShards; ++s) {
     const int dfd = shard_fd(s, false);
     if (dfd < 0) continue;

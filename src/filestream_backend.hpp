@@ -54,11 +54,15 @@ class FileStreamBackend final : public Backend {
   void reap_stale_temp_files();
   // Payload size recorded in the entry file's header, or the file's size when the header is bad.
   std::optional<int64_t> stored_payload_size(int dir_fd, const std::string &name);
-  Totals read_totals_locked(bool *rebuilt = nullptr);
+  // The totals in DIR/stats, recounted (and rewritten) when missing, damaged, or left by a
+  // holder of the lock that died while changing entries.
+  Totals read_totals_locked();
+  // Marks DIR/stats "entries changing" until the next write_totals_locked: call it after
+  // read_totals_locked and before the first rename or unlink.
+  void begin_update_locked();
   void write_totals_locked(const Totals &t);
+  // Counts the entries on disk (counters left zero); writes nothing.
   Totals rebuild_totals_locked();
-  void apply_totals_locked(int64_t count_delta, int64_t size_delta, bool may_evict, int keep_shard,
-                           const std::string &keep_name);
   std::string temp_name();
   void evict_locked(Totals &t, int keep_shard, const std::string &keep_name);
   void list_shard(int shard, std::vector<Victim> &out);

@@ -127,6 +127,14 @@ int renameat(int from_dir, const char *from, int to_dir, const char *to) {
   return ::renameat(from_dir, from, to_dir, to);
 }
 
+int unlinkat(int dir_fd, const char *name, int flags) {
+  if (const int e = fault(Op::unlink); e > 0) {
+    errno = e;
+    return -1;
+  }
+  return ::unlinkat(dir_fd, name, flags);
+}
+
 ssize_t pread(int fd, void *data, size_t size, off_t offset) {
   if (const int e = fault(Op::read); e > 0) {
     errno = e;

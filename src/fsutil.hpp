@@ -41,7 +41,7 @@ class Fd {
 
 // System calls of the file-stream backend, through a seam that tests can make fail.
 namespace sys {
-enum class Op { create_temp, write, fsync, rename, open_entry, read };
+enum class Op { create_temp, write, fsync, rename, open_entry, read, unlink };
 // Returns 0 to let the call run, an errno value to fail it with, or kShortWrite (write only) to
 // write half of what was asked. Tests install one; production never does.
 inline constexpr int kShortWrite = -1;
@@ -51,6 +51,7 @@ int openat(int dir_fd, const char *name, int flags, unsigned mode, Op op);
 ssize_t write(int fd, const void *data, size_t size);
 int fsync(int fd);
 int renameat(int from_dir, const char *from, int to_dir, const char *to);
+int unlinkat(int dir_fd, const char *name, int flags);
 ssize_t pread(int fd, void *data, size_t size, off_t offset);
 }  // namespace sys
 

@@ -116,6 +116,68 @@ TEST(Faults, EveryFileStreamIoFaultIsReportedAndLeavesNothingBehind) {
   RecordProperty("faults_injected", injected);
 }
 
+namespace {
+std::atomic<int> g_unlinks_until_death{0};
+int die_at_unlink_hook(sys::Op op) {
+  if (op == sys::Op::unlink && g_unlinks_until_death.fetch_sub(1) == 1) ::_exit(42);
+  return 0;
+}
+}  // namespace
+
+// A process killed inside the stats lock, after it changed entries and before it wrote the
+// totals, must not leave the accounting wrong for everyone after it (the cap then no longer holds,
+// and count/size lie). The child dies just before its Nth unlink; the next opener must recount.
+TEST(Faults, FileStreamWriterKilledMidUpdateIsRecountedByTheNextOne) {
+  struct Case {
+    const char *name;
+    int die_before_unlink;
+    std::function<void(Cache &)> action;
+  };
+  const std::string kilobyte(1000, 'v');
+  const Case cases[] = {
+      {"after a put's rename, before its eviction and accounting", 1,
+       [&](Cache &c) { c.put(std::string_view("k10"), kilobyte); }},
+      {"half-way through a put's eviction", 2,
+       [&](Cache &c) { c.put(std::string_view("big"), std::string(3500, 'b')); }},
+      {"half-way through a clear", 4, [](Cache &c) { c.clear(); }},
+  };
+  constexpr uint64_t kCap = 10 * 1000 + 500;
+  for (const Case &k : cases) {
+    SCOPED_TRACE(k.name);
+    TempDir d;
+    const std::string uri = "filestream:" + (d / "fs");
+    CacheOptions options;
+    options.max_size_bytes = kCap;
+    {
+      auto cache = Cache::open(uri, options);
+      for (int i = 0; i < 10; ++i) cache->put("k" + std::to_string(i), kilobyte);
+      ASSERT_EQ(cache->count(), 10u);
+    }
+    const int rc = testutil::wait_for(testutil::spawn([&] {
+      auto cache = Cache::open(uri, options);
+      g_unlinks_until_death = k.die_before_unlink;
+      sys::set_fault_hook(die_at_unlink_hook);
+      k.action(*cache);
+      return 0;  // never reached: the hook exits first
+    }));
+    ASSERT_EQ(rc, 42) << "the child did not die where the test meant it to";
+    auto cache = Cache::open(uri, options);
+    uint64_t served = 0, bytes = 0;
+    for (const std::string key :
+         {"k0", "k1", "k2", "k3", "k4", "k5", "k6", "k7", "k8", "k9", "k10", "big"})
+      if (auto hit = cache->get(key)) {
+        ++served;
+        bytes += hit->payload.str().size();
+      }
+    EXPECT_EQ(cache->count(), served);
+    EXPECT_EQ(cache->size(), bytes);
+    EXPECT_LE(bytes, kCap);
+    // And the next put is accounted from the right base.
+    cache->put(std::string_view("after"), kilobyte);
+    EXPECT_LE(cache->size(), kCap);
+  }
+}
+
 TEST(Faults, SqliteOnAFullDiskFailsCleanlyAndRecovers) {
   TempDir d;
   const std::string db = d / "cache.db";
