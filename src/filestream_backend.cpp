@@ -331,11 +331,17 @@ bool FileStreamBackend::unlink_entry(int shard, const std::string &name, int64_t
 
 bool FileStreamBackend::remove(ByteView key) {
   const std::string name = entry_name(key);
+  const int shard = shard_of(name);
   int64_t size = 0;
   StatsLock lock(*this);
+  // Deleting a missing key changes nothing: no accounting I/O for it.
+  struct stat st;
+  const int dfd = shard_fd(shard, false);
+  if (dfd < 0 || (::fstatat(dfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 && errno == ENOENT))
+    return false;
   Totals t = read_totals_locked();
   begin_update_locked();
-  const bool removed = unlink_entry(shard_of(name), name, &size);
+  const bool removed = unlink_entry(shard, name, &size);
   if (removed) {
     t.count = std::max<int64_t>(0, t.count - 1);
     t.size = std::max<int64_t>(0, t.size - size);
@@ -456,8 +462,8 @@ void FileStreamBackend::evict_locked(Totals &t, int keep_shard, const std::strin
       if (lru_.empty()) {
         std::vector<Victim> all;
         for (int s = 0; s < kShards; ++s) list_shard(s, all);
-        // The listing counts the files; if the accounting disagrees (a writer killed between
-        // its rename and its accounting update), recount before choosing victims.
+        // The listing counts the files; if the accounting disagrees (a writer of a version
+        // without the update mark killed inside the lock), recount before choosing victims.
         if (int64_t(all.size()) != t.count) {
           const PersistentCounters keep = t.counters;
           t = rebuild_totals_locked();
