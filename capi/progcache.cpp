@@ -14,6 +14,7 @@
 #include "../src/compile.hpp"
 #include "../src/driver.hpp"
 #include "../src/error.hpp"
+#include "../src/include_scan.hpp"
 #include "../src/key.hpp"
 #include "../src/uri.hpp"
 
@@ -60,7 +61,7 @@ static_assert(PCACHE_MAX_KEY_SIZE == progcache::kMaxKeySize);
 static_assert(sizeof(pcache_options) == 32 && offsetof(pcache_options, max_size_bytes) == 8 &&
               offsetof(pcache_options, secret) == 16 &&
               offsetof(pcache_options, secret_size) == 24);
-static_assert(sizeof(pcache_stats) == 96);
+static_assert(sizeof(pcache_stats) == 104);
 
 namespace {
 
@@ -356,6 +357,7 @@ void copy_stats(const progcache::CacheStats &s, pcache_stats *stats) {
   out.healed = s.healed;
   out.tier_errors = s.tier_errors;
   out.tier_skips = s.tier_skips;
+  out.uncacheable = s.uncacheable;
   std::memcpy(stats, &out, std::min<size_t>(stats->struct_size, sizeof out));
 }
 
@@ -433,7 +435,14 @@ const char *pcache_version_string(void) {
 pcache_status pcache_make_key(const pcache_program *program, uint8_t *key_out) {
   return guarded(__func__, [&] {
     if (!key_out) throw invalid("key_out is NULL");
-    const progcache::Key key = progcache::derive_key(to_desc(program));
+    const progcache::ProgramDesc desc = to_desc(program);
+    progcache::canonical_options(desc.options, desc.extra_digest.has_value());  // refuse early
+    progcache::IncludeScan scan = progcache::scan_includes(desc, nullptr);
+    if (!scan.uncacheable.empty())
+      throw invalid("this program cannot be keyed: " + scan.uncacheable);
+    progcache::CompileContext context;
+    context.dependencies = std::move(scan.dependencies);
+    const progcache::Key key = progcache::derive_key(desc, &context);
     std::memcpy(key_out, key.data(), key.size());
     return PCACHE_OK;
   });
@@ -448,7 +457,7 @@ pcache_status pcache_compile(pcache *cache, const pcache_program *program, pcach
   return guarded(__func__, [&] {
     if (!out) throw invalid("out is NULL");
     progcache::ProgramDesc desc = to_desc(program);
-    auto result = progcache::compile_through_cache(cache ? cache->cache.get() : nullptr, desc, {});
+    auto result = progcache::compile_through_cache(cache ? &need_cache(cache) : nullptr, desc, {});
     *out = new pcache_compiled{result};
     if (result->status == Status::compile)
       throw Error(Status::compile, "NVRTC compile failed:\n" + result->meta.log);
@@ -506,7 +515,7 @@ pcache_status pcache_load_module(pcache *cache, const pcache_program *program,
     if (desc.target == progcache::Target::ltoir)
       throw Error(Status::unsupported,
                   "an LTO-IR result cannot be loaded as a module; link it with nvJitLink");
-    progcache::Cache *core = cache ? cache->cache.get() : nullptr;
+    progcache::Cache *core = cache ? &need_cache(cache) : nullptr;
     auto result = progcache::compile_through_cache(core, desc, {});
     if (result->status == Status::compile)
       throw Error(Status::compile, "NVRTC compile failed:\n" + result->meta.log);

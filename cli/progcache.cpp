@@ -72,7 +72,8 @@ const std::map<std::string, std::string> kCommandHelp = {
     {"compile",
      "usage: progcache compile FILE.cu [--arch sm_XX] [--target cubin|ptx|ltoir] [-o OUT]\n"
      "                         [--name-expression EXPR]... [-- NVRTC options...]\n"
-     "Compiles FILE.cu with NVRTC through the cache. The program name is FILE's base name.\n"
+     "Compiles FILE.cu with NVRTC through the cache. The program name is FILE as given, so\n"
+     "quoted includes are found beside it; -I DIR and other NVRTC options go after --.\n"
      "--arch defaults to sm_90 for cubin targets when no -arch option is given.\n"
      "Prints 'hit' or 'miss', the time taken, the binary's size and key; -o writes the binary.\n"},
     {"explain",
@@ -207,8 +208,9 @@ ProgramDesc make_program(const CompileArgs &c, std::vector<std::string> &storage
   for (const std::string &o : c.nvrtc_options)
     has_arch |= o.rfind("-arch", 0) == 0 || o.rfind("--gpu-architecture", 0) == 0;
   ProgramDesc p;
-  const size_t slash = c.file.rfind('/');
-  storage.push_back(slash == std::string::npos ? c.file : c.file.substr(slash + 1));
+  // The file's path as given: NVRTC resolves its quoted includes against the path's directory,
+  // as a compiler run on the file would.
+  storage.push_back(c.file);
   p.name = storage.back();
   p.source = ByteView(source);
   p.target = c.target == "ptx" ? Target::ptx : c.target == "ltoir" ? Target::ltoir : Target::cubin;
@@ -235,9 +237,13 @@ int cmd_compile(Cache &cache, const std::vector<std::string> &args) {
     std::printf("hit:  %s in %s (NVRTC %s took %s when it was compiled)\n", c.file.c_str(),
                 ms(r->elapsed_us).c_str(), nvrtc_text(r->meta.nvrtc_version).c_str(),
                 ms(r->meta.compile_us).c_str());
-  else
+  else if (r->not_stored.empty())
     std::printf("miss: %s compiled in %s (NVRTC %s) and stored\n", c.file.c_str(),
                 ms(r->elapsed_us).c_str(), nvrtc_text(r->meta.nvrtc_version).c_str());
+  else
+    std::printf("miss: %s compiled in %s (NVRTC %s), not stored: %s\n", c.file.c_str(),
+                ms(r->elapsed_us).c_str(), nvrtc_text(r->meta.nvrtc_version).c_str(),
+                r->not_stored.c_str());
   std::printf("      %zu-byte %s, key %s\n", r->code.size, c.target.c_str(),
               to_hex(ByteView(r->key.data(), r->key.size())).c_str());
   for (const auto &[e, s] : r->meta.lowered_names)
@@ -246,14 +252,72 @@ int cmd_compile(Cache &cache, const std::vector<std::string> &args) {
   return 0;
 }
 
+std::string short_digest(const std::string &hex) {
+  return hex.size() > 12 ? hex.substr(0, 12) + "..." : hex;
+}
+
+// One line per key field that differs, in words: headers by path, the NVRTC build by build-id.
+void print_key_differences(const std::vector<std::pair<std::string, std::string>> &stored,
+                           const std::vector<std::pair<std::string, std::string>> &current,
+                           uint32_t stored_nvrtc) {
+  std::map<std::string, std::string> have(stored.begin(), stored.end()),
+      now(current.begin(), current.end());
+  auto base_name = [](const std::string &path) { return path.substr(path.rfind('/') + 1); };
+  for (const auto &[f, v] : now) {
+    const auto old = have.find(f);
+    if (old != have.end() && old->second == v) continue;
+    if (f.rfind("file ", 0) == 0) {
+      const std::string path = f.substr(5);
+      if (old == have.end()) {
+        std::printf("  header %s is read now (it was not then)\n", path.c_str());
+      } else if (old->second == "absent") {
+        std::string shadowed;
+        for (const auto &[g, w] : have)
+          if (g != f && g.rfind("file ", 0) == 0 && w != "absent" && base_name(g) == base_name(f))
+            shadowed = g.substr(5);
+        if (shadowed.empty())
+          std::printf("  a new file %s now exists where the compile looked for a header\n",
+                      path.c_str());
+        else
+          std::printf("  a new file %s now shadows %s\n", path.c_str(), shadowed.c_str());
+      } else if (v == "absent") {
+        std::printf("  header %s was removed\n", path.c_str());
+      } else {
+        std::printf("  header %s changed (digest %s -> %s)\n", path.c_str(),
+                    short_digest(old->second).c_str(), short_digest(v).c_str());
+      }
+    } else if (f == "nvrtc_build" && old != have.end()) {
+      std::printf("  NVRTC build %s -> %s (the entry was compiled by NVRTC %s)\n",
+                  short_digest(old->second).c_str(), short_digest(v).c_str(),
+                  nvrtc_text(stored_nvrtc).c_str());
+    } else if (old == have.end()) {
+      std::printf("  %-18s now %s (absent then)\n", f.c_str(), v.c_str());
+    } else {
+      std::printf("  %-18s stored %s, now %s\n", f.c_str(), old->second.c_str(), v.c_str());
+    }
+  }
+  for (const auto &[f, v] : have) {
+    if (now.count(f)) continue;
+    if (f.rfind("file ", 0) == 0)
+      std::printf("  header %s is no longer read\n", f.substr(5).c_str());
+    else
+      std::printf("  %-18s stored %s (absent now)\n", f.c_str(), v.c_str());
+  }
+}
+
 int cmd_explain(Cache &cache, const std::vector<std::string> &args) {
   const CompileArgs c = parse_compile_args(args);
   std::vector<std::string> storage;
   std::string source;
   ProgramDesc p = make_program(c, storage, source);
-  p.nvrtc_version = nvrtc_version_for(&cache);
-  const Key key = derive_key(p);
-  const auto want = key_fields(p);
+  const PreparedCompile prepared = prepare_compile(&cache, p);
+  const Key &key = prepared.key;
+  const auto want = key_fields(p, &prepared.context);
+  if (!prepared.uncacheable.empty()) {
+    std::printf("uncacheable: %s is compiled every time and never stored: %s\n", c.file.c_str(),
+                prepared.uncacheable.c_str());
+    return 1;
+  }
   if (cache.get(ByteView(key.data(), key.size()))) {
     std::printf("hit: %s is cached (key %s)\n", c.file.c_str(),
                 to_hex(ByteView(key.data(), key.size())).c_str());
@@ -261,6 +325,7 @@ int cmd_explain(Cache &cache, const std::vector<std::string> &args) {
   }
   std::vector<std::pair<std::string, std::string>> best;
   size_t best_diff = SIZE_MAX, same_name = 0, total = 0;
+  uint32_t best_nvrtc = 0;
   cache.list([&](const EntryInfo &e) {
     ++total;
     auto hit = cache.get(e.key);
@@ -276,6 +341,7 @@ int cmd_explain(Cache &cache, const std::vector<std::string> &args) {
     if (diff < best_diff) {
       best_diff = diff;
       best = meta->key_fields;
+      best_nvrtc = meta->nvrtc_version;
     }
   });
   std::printf("miss: %s is not cached (key %s)\n", c.file.c_str(),
@@ -287,14 +353,7 @@ int cmd_explain(Cache &cache, const std::vector<std::string> &args) {
   }
   std::printf("closest of %zu stored entries named '%s' differs in:\n", same_name,
               std::string(p.name).c_str());
-  std::map<std::string, std::string> have(best.begin(), best.end()), now(want.begin(), want.end());
-  for (const auto &[f, v] : now)
-    if (!have.count(f))
-      std::printf("  %-18s now %s (absent then)\n", f.c_str(), v.c_str());
-    else if (have[f] != v)
-      std::printf("  %-18s stored %s, now %s\n", f.c_str(), have[f].c_str(), v.c_str());
-  for (const auto &[f, v] : have)
-    if (!now.count(f)) std::printf("  %-18s stored %s (absent now)\n", f.c_str(), v.c_str());
+  print_key_differences(best, want, best_nvrtc);
   return 1;
 }
 

@@ -6,9 +6,11 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "blob.hpp"
 
@@ -94,10 +96,27 @@ class Backend {
   // has it, nullopt when this store keeps no leases. Throws Error when the store fails.
   virtual std::optional<std::string> try_lease(ByteView) { return std::nullopt; }
   virtual void release_lease(ByteView, const std::string &) {}
+  // Metadata side channel: small records (memos, in the entry format) kept beside the entries
+  // and never counted, listed, exported, evicted or cleared as entries. nullopt when absent.
+  // The default keeps them in this process (memory:). Throws Error when the store fails.
+  virtual std::optional<std::string> get_meta(std::string_view name) {
+    std::lock_guard lock(counters_mutex_);
+    auto it = meta_.find(std::string(name));
+    return it == meta_.end() ? std::nullopt : std::optional<std::string>(it->second);
+  }
+  virtual void put_meta(std::string_view name, ByteView record) {
+    std::lock_guard lock(counters_mutex_);
+    if (meta_.size() >= kMaxMetaRecords) meta_.erase(meta_.begin());
+    meta_[std::string(name)] = std::string(record.str());
+  }
+  // How many metadata records a store keeps at most (older ones are dropped first where the
+  // store knows the order): memos are hints, and their number must stay bounded.
+  static constexpr size_t kMaxMetaRecords = 20000;
 
  private:
   std::mutex counters_mutex_;
   PersistentCounters counters_;
+  std::map<std::string, std::string> meta_;
 };
 
 }  // namespace progcache

@@ -285,9 +285,31 @@ CacheStats Cache::stats() const {
   s.bytes_written = ld(bytes_written_);
   s.corrupt = ld(corrupt_) + ld(events_.corrupt);
   s.healed = ld(healed_);
+  s.uncacheable = ld(uncacheable_);
   s.tier_errors = ld(events_.tier_errors);
   s.tier_skips = ld(events_.tier_skips);
   return s;
+}
+
+std::optional<std::string> Cache::load_memo(std::string_view name) {
+  try {
+    const std::optional<std::string> record = backend_->get_meta(name);
+    if (!record) return std::nullopt;
+    std::string why;
+    const auto parts = decode_entry(ByteView(*record), ByteView(name), true, &why, mac_.get());
+    if (!parts || parts->compressed) return std::nullopt;
+    return std::string(parts->payload.str());
+  } catch (const Error &) {
+    return std::nullopt;
+  }
+}
+
+void Cache::save_memo(std::string_view name, std::string_view value) {
+  try {
+    const Blob record = encode_entry(ByteView(name), {}, ByteView(value), mac_.get());
+    backend_->put_meta(name, record.view());
+  } catch (const Error &) {  // a memo only saves work: the next process redoes it
+  }
 }
 
 }  // namespace progcache

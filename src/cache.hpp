@@ -11,6 +11,7 @@
 
 #include "backend.hpp"
 #include "entry.hpp"
+#include "memo_store.hpp"
 
 namespace progcache {
 
@@ -24,7 +25,8 @@ struct CacheOptions {
 
 struct CacheStats {
   uint64_t hits = 0, misses = 0, puts = 0, deletes = 0, evictions = 0, bytes_read = 0,
-           bytes_written = 0, corrupt = 0, healed = 0, tier_errors = 0, tier_skips = 0;
+           bytes_written = 0, corrupt = 0, healed = 0, tier_errors = 0, tier_skips = 0,
+           uncacheable = 0;
 };
 
 // A verified hit: the record and where its payload lies inside it.
@@ -34,7 +36,7 @@ struct Hit {
   ByteView meta;
 };
 
-class Cache {
+class Cache final : public MemoStore {
  public:
   // Opens the backend named by uri ("" = default_uri()).
   static std::unique_ptr<Cache> open(std::string_view uri, const CacheOptions &options);
@@ -65,9 +67,15 @@ class Cache {
   void flush_counters();
   // Calls fn for every entry (see Backend::list).
   void list(const std::function<void(const EntryInfo &)> &fn) { backend_->list(fn); }
-  ~Cache();
+  ~Cache() override;
+  // Memos in the backend's metadata side channel, in the entry format (checksummed, and signed
+  // with the cache's secret when it has one, so a writer without the secret cannot plant one).
+  std::optional<std::string> load_memo(std::string_view name) override;
+  void save_memo(std::string_view name, std::string_view value) override;
   // A cached image the driver rejected was replaced by a fresh compile.
   void note_healed() { healed_.fetch_add(1, std::memory_order_relaxed); }
+  // A successful compile was not stored (docs/keys.md: uncacheable programs).
+  void note_uncacheable() { uncacheable_.fetch_add(1, std::memory_order_relaxed); }
   const std::string &uri() const { return uri_; }
   // The URI with any password replaced by "***", for messages and listings.
   std::string display_uri() const;
@@ -92,7 +100,7 @@ class Cache {
   std::atomic<uint64_t> pending_hits_{0}, pending_misses_{0}, pending_saved_us_{0},
       flushed_evictions_{0}, ops_since_flush_{0};
   std::atomic<uint64_t> hits_{0}, misses_{0}, puts_{0}, deletes_{0}, bytes_read_{0},
-      bytes_written_{0}, corrupt_{0}, healed_{0};
+      bytes_written_{0}, corrupt_{0}, healed_{0}, uncacheable_{0};
 };
 
 // Frees a payload returned by Cache::get_owned (NULL ok).

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <climits>
 #include <condition_variable>
 #include <cstdlib>
 #include <map>
@@ -15,12 +16,14 @@
 
 #include "error.hpp"
 #include "fsutil.hpp"
+#include "include_scan.hpp"
 #include "nvrtc.hpp"
+#include "nvrtc_identity.hpp"
+#include "trust.hpp"
 
 namespace progcache {
 namespace {
 
-constexpr std::string_view kVersionMemoPrefix = "progcache/nvrtc-version/";
 constexpr int kLockStripes = 1024;
 
 uint64_t us_since(std::chrono::steady_clock::time_point t0) {
@@ -36,8 +39,10 @@ struct Flight {
   bool done = false;
   std::shared_ptr<CompileResult> result;
 };
+// Keyed by (cache, key): a compile for one handle is no result for another.
+using FlightKey = std::pair<const Cache *, Key>;
 std::mutex g_flights_mutex;
-std::map<Key, std::shared_ptr<Flight>> g_flights;
+std::map<FlightKey, std::shared_ptr<Flight>> g_flights;
 
 // A cross-process lock on one of kLockStripes files under the cache's lock directory, taken with
 // a deadline. Not owning it after the deadline is allowed: the caller then compiles itself.
@@ -91,18 +96,27 @@ std::shared_ptr<CompileResult> lookup(Cache *cache, const Key &key) {
 }
 
 std::shared_ptr<CompileResult> compile_and_store(Cache *cache, const ProgramDesc &program,
-                                                 const Key &key, bool store) {
-  Nvrtc &nvrtc = Nvrtc::load(locate_nvrtc());
+                                                 const PreparedCompile &prepared, bool store) {
+  const NvrtcLocation loc = locate_nvrtc();
+  Nvrtc &nvrtc = Nvrtc::load(loc);
   NvrtcOutput out = nvrtc.compile(program);
   auto r = std::make_shared<CompileResult>();
-  r->key = key;
+  r->key = prepared.key;
+  CompileContext context = prepared.context;
+  // The key names the NVRTC images that compiled, which this process has now loaded: a library
+  // replaced on disk since the key was derived must not lend its identity to this result.
+  const NvrtcIdentity loaded = current_nvrtc_identity(loc, cache);
+  if (loaded.key_text() != context.nvrtc_build) {
+    context.nvrtc_build = loaded.key_text();
+    r->key = derive_key(program, &context);
+  }
   r->meta.target = int32_t(program.target);
   r->meta.nvrtc_version = nvrtc.version();
   r->meta.compile_us = out.compile_us;
   r->meta.program_name = std::string(program.name);
   r->meta.log = std::move(out.log);
   r->meta.lowered_names = std::move(out.lowered_names);
-  r->meta.key_fields = key_fields(program);
+  r->meta.key_fields = key_fields(program, &context);
   if (!out.ok) {
     r->status = Status::compile;
     return r;
@@ -110,13 +124,25 @@ std::shared_ptr<CompileResult> compile_and_store(Cache *cache, const ProgramDesc
   auto blob = std::make_shared<Blob>(Blob::copy_of(out.code));
   r->code = blob->view();
   r->storage = std::move(blob);
-  if (store && cache) {
+  if (!store || !cache) {
+    r->not_stored = "compiled without a cache (PCACHE_DISABLE or no handle)";
+    return r;
+  }
+  if (!prepared.uncacheable.empty()) {
+    r->not_stored = prepared.uncacheable;
+  } else if (!dependencies_unchanged(IncludeScan{context.dependencies, {}, false})) {
+    r->not_stored = "a header changed while NVRTC compiled";
+  } else {
     try {
-      cache->put(ByteView(key.data(), key.size()), r->code, encode_meta(r->meta));
+      cache->put(ByteView(r->key.data(), r->key.size()), r->code, encode_meta(r->meta));
     } catch (const Error &e) {
       // The compile succeeded: a cache that cannot store it must not fail the caller.
-      set_thread_warning(std::string("compiled, but could not store the result: ") + e.what());
+      r->not_stored = std::string("could not store the result: ") + e.what();
     }
+  }
+  if (!r->not_stored.empty()) {
+    cache->note_uncacheable();
+    set_thread_warning("compiled, but not cached: " + r->not_stored);
   }
   return r;
 }
@@ -147,8 +173,9 @@ class LeaseGuard {
 // compiling here.
 std::shared_ptr<CompileResult> compile_once_across_machines(Cache *cache,
                                                             const ProgramDesc &program,
-                                                            const Key &key,
+                                                            const PreparedCompile &prepared,
                                                             const CompileOptions &options) {
+  const Key &key = prepared.key;
   const ByteView k(key.data(), key.size());
   const auto deadline =
       std::chrono::steady_clock::now() + std::chrono::milliseconds(options.wait_timeout_ms);
@@ -159,15 +186,15 @@ std::shared_ptr<CompileResult> compile_once_across_machines(Cache *cache,
       token = cache->backend().try_lease(k);
     } catch (const Error &) {
     }
-    if (!token) return compile_and_store(cache, program, key, true);
+    if (!token) return compile_and_store(cache, program, prepared, true);
     if (!token->empty()) {
       LeaseGuard lease(cache->backend(), k, *token);
       // The previous holder may have stored it between our last look and our lease.
       if (auto r = lookup(cache, key)) return r;
-      return compile_and_store(cache, program, key, true);
+      return compile_and_store(cache, program, prepared, true);
     }
     if (std::chrono::steady_clock::now() >= deadline)
-      return compile_and_store(cache, program, key, true);
+      return compile_and_store(cache, program, prepared, true);
     std::this_thread::sleep_for(delay);
     delay = std::min(delay * 2, std::chrono::milliseconds(250));
     if (auto r = lookup(cache, key)) return r;
@@ -176,61 +203,45 @@ std::shared_ptr<CompileResult> compile_once_across_machines(Cache *cache,
 
 }  // namespace
 
-uint32_t nvrtc_version_for(Cache *cache) {
-  static std::mutex mutex;
-  static std::map<std::string, uint32_t> memo;
-  const NvrtcLocation loc = locate_nvrtc();
-  {
-    std::lock_guard lock(mutex);
-    if (auto it = memo.find(loc.identity); it != memo.end()) return it->second;
-  }
-  const std::string memo_key = std::string(kVersionMemoPrefix) + loc.identity;
-  uint32_t version = 0;
-  if (cache) {
-    if (auto hit = cache->get(memo_key, false); hit && hit->payload.size == 4) {
-      for (int i = 0; i < 4; ++i) version |= uint32_t(hit->payload.data[i]) << (8 * i);
-    }
-  }
-  if (version == 0) {
-    version = Nvrtc::load(loc).version();
-    if (cache) {
-      uint8_t v[4];
-      for (int i = 0; i < 4; ++i) v[i] = uint8_t(version >> (8 * i));
-      try {
-        cache->put(memo_key, ByteView(v, 4));
-      } catch (const Error &) {  // a read-only cache: the memo just stays in this process
-      }
-    }
-  }
-  std::lock_guard lock(mutex);
-  memo[loc.identity] = version;
-  return version;
+PreparedCompile prepare_compile(Cache *cache, const ProgramDesc &program) {
+  canonical_options(program.options, program.extra_digest.has_value());  // refuse early
+  PreparedCompile prepared;
+  prepared.context.nvrtc_build = current_nvrtc_identity(locate_nvrtc(), cache).key_text();
+  char cwd[PATH_MAX];
+  prepared.context.working_dir = ::getcwd(cwd, sizeof cwd) ? cwd : "";
+  IncludeScan scan = scan_includes(program, cache);
+  prepared.context.dependencies = std::move(scan.dependencies);
+  prepared.uncacheable = std::move(scan.uncacheable);
+  prepared.key = derive_key(program, &prepared.context);
+  return prepared;
 }
 
 std::shared_ptr<CompileResult> compile_through_cache(Cache *cache, ProgramDesc program,
                                                      const CompileOptions &options) {
   const auto t0 = std::chrono::steady_clock::now();
-  const char *disable = std::getenv("PCACHE_DISABLE");
+  const char *disable = trusted_env("PCACHE_DISABLE");
   const bool bypass = options.bypass || (disable && *disable && std::string(disable) != "0");
   if (bypass) cache = nullptr;
-  program.nvrtc_version = nvrtc_version_for(cache);
-  const Key key = derive_key(program);
+  const PreparedCompile prepared = prepare_compile(cache, program);
+  const Key &key = prepared.key;
   auto finish = [&](std::shared_ptr<CompileResult> r) {
     r->elapsed_us = us_since(t0);
     return r;
   };
+  if (!cache || !prepared.uncacheable.empty())
+    return finish(compile_and_store(cache, program, prepared, cache != nullptr));
   if (auto r = lookup(cache, key)) {
     cache->note_compile_hit(r->meta.compile_us);
     return finish(std::move(r));
   }
-  if (!cache) return finish(compile_and_store(nullptr, program, key, false));
 
   // Single flight within the process.
+  const FlightKey flight_key{cache, key};
   std::shared_ptr<Flight> flight;
   bool leader = false;
   {
     std::lock_guard lock(g_flights_mutex);
-    auto &slot = g_flights[key];
+    auto &slot = g_flights[flight_key];
     if (!slot) {
       slot = std::make_shared<Flight>();
       leader = true;
@@ -248,7 +259,7 @@ std::shared_ptr<CompileResult> compile_through_cache(Cache *cache, ProgramDesc p
     }
     lock.unlock();
     if (auto r = lookup(cache, key)) return finish(std::move(r));
-    return finish(compile_and_store(cache, program, key, true));  // waited too long
+    return finish(compile_and_store(cache, program, prepared, true));  // waited too long
   }
   std::shared_ptr<CompileResult> result;
   try {
@@ -256,10 +267,10 @@ std::shared_ptr<CompileResult> compile_through_cache(Cache *cache, ProgramDesc p
     // its result when they get the lock.
     StripeLock cross_process(cache->backend().lock_dir(), key, options.wait_timeout_ms);
     result = lookup(cache, key);
-    if (!result) result = compile_once_across_machines(cache, program, key, options);
+    if (!result) result = compile_once_across_machines(cache, program, prepared, options);
   } catch (...) {
     std::lock_guard lock(g_flights_mutex);
-    g_flights.erase(key);
+    g_flights.erase(flight_key);
     std::lock_guard flock(flight->mutex);
     flight->done = true;
     flight->done_cv.notify_all();
@@ -267,7 +278,7 @@ std::shared_ptr<CompileResult> compile_through_cache(Cache *cache, ProgramDesc p
   }
   {
     std::lock_guard lock(g_flights_mutex);
-    g_flights.erase(key);
+    g_flights.erase(flight_key);
   }
   {
     std::lock_guard lock(flight->mutex);
@@ -283,10 +294,9 @@ std::shared_ptr<CompileResult> compile_through_cache(Cache *cache, ProgramDesc p
 std::shared_ptr<CompileResult> recompile(Cache *cache, ProgramDesc program,
                                          const CompileOptions &) {
   const auto t0 = std::chrono::steady_clock::now();
-  program.nvrtc_version = nvrtc_version_for(cache);
-  const Key key = derive_key(program);
-  if (cache) cache->remove(ByteView(key.data(), key.size()));
-  auto r = compile_and_store(cache, program, key, cache != nullptr);
+  const PreparedCompile prepared = prepare_compile(cache, program);
+  if (cache) cache->remove(ByteView(prepared.key.data(), prepared.key.size()));
+  auto r = compile_and_store(cache, program, prepared, cache != nullptr);
   r->elapsed_us = us_since(t0);
   return r;
 }

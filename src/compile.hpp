@@ -15,7 +15,8 @@ struct CompileResult {
   Status status = Status::ok;  // ok, or compile (log holds NVRTC's reasons)
   Key key{};
   bool from_cache = false;
-  SharedBlob storage;  // owns the bytes `code` points into
+  std::string not_stored;  // why a successful compile was not stored ("" if it was, or a hit)
+  SharedBlob storage;      // owns the bytes `code` points into
   ByteView code;
   CompiledMeta meta;
   uint64_t elapsed_us = 0;  // this call, end to end
@@ -26,13 +27,19 @@ struct CompileOptions {
   bool bypass = false;                // compile always, store nothing (PCACHE_DISABLE=1)
 };
 
+// A program's key as a compile would derive it now: the headers it reads from disk scanned, the
+// NVRTC build identified (from the files, or the images this process has loaded).
+struct PreparedCompile {
+  Key key{};
+  CompileContext context;
+  std::string uncacheable;  // non-empty: compile, but never look up or store (the reason)
+};
+// Throws Error: invalid_arg (refused options), cuda_unavailable (no NVRTC to identify).
+PreparedCompile prepare_compile(Cache *cache, const ProgramDesc &program);
+
 // cache may be null (compile without caching). Throws Error for anything but a compile error.
 std::shared_ptr<CompileResult> compile_through_cache(Cache *cache, ProgramDesc program,
                                                      const CompileOptions &options);
-
-// The NVRTC version that would compile now, from the library's file identity: the process memo,
-// then the cache's memo entry, and only then by loading NVRTC (which updates both memos).
-uint32_t nvrtc_version_for(Cache *cache);
 
 // Removes key from cache and compiles again, bypassing lookup (self-healing after the driver
 // rejected a cached image).

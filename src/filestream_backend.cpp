@@ -135,6 +135,7 @@ FileStreamBackend::FileStreamBackend(Uri &uri, const BackendConfig &config)
 FileStreamBackend::~FileStreamBackend() {
   for (auto &f : shard_fds_)
     if (int fd = f.load(); fd >= 0) ::close(fd);
+  if (int fd = meta_fd_.load(); fd >= 0) ::close(fd);
 }
 
 void FileStreamBackend::check_format() {
@@ -305,6 +306,54 @@ void FileStreamBackend::put(ByteView key, Blob &&record, uint64_t payload_size) 
   if (config_.max_size_bytes && uint64_t(t.size) > config_.max_size_bytes)
     evict_locked(t, shard, name);
   write_totals_locked(t);
+}
+
+int FileStreamBackend::meta_fd(bool create) {
+  int fd = meta_fd_.load(std::memory_order_acquire);
+  if (fd >= 0) return fd;
+  std::lock_guard lock(shard_mutex_);
+  if ((fd = meta_fd_.load(std::memory_order_acquire)) >= 0) return fd;
+  fd = ::openat(dir_fd_.get(), "meta", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0 && errno == ENOENT && create) {
+    if (::mkdirat(dir_fd_.get(), "meta", 0700) != 0 && errno != EEXIST)
+      throw_errno("cannot create '" + dir_ + "/meta'");
+    fd = ::openat(dir_fd_.get(), "meta", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  }
+  if (fd < 0) {
+    if (errno == ENOENT) return -1;
+    throw_errno("cannot open '" + dir_ + "/meta'");
+  }
+  meta_fd_.store(fd, std::memory_order_release);
+  return fd;
+}
+
+std::optional<std::string> FileStreamBackend::get_meta(std::string_view name) {
+  const int dfd = meta_fd(false);
+  if (dfd < 0) return std::nullopt;
+  const std::string file = entry_name(name);
+  Fd fd(::openat(dfd, file.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK));
+  struct stat st;
+  if (!fd || ::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > (16 << 20))
+    return std::nullopt;
+  std::string record(size_t(st.st_size), '\0');
+  if (!pread_all(fd.get(), record.data(), record.size(), 0)) return std::nullopt;
+  return record;
+}
+
+void FileStreamBackend::put_meta(std::string_view name, ByteView record) {
+  if (!tmp_fd_) return;  // a read-only cache keeps no memos
+  const int dfd = meta_fd(true);
+  const std::string tmp = temp_name();
+  Fd fd(::openat(tmp_fd_.get(), tmp.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW | O_CLOEXEC,
+                 0600));
+  if (!fd) throw_errno("cannot create a temporary file in '" + dir_ + "/tmp'");
+  const bool ok = write_all(fd.get(), record.data, record.size) && ::close(fd.release()) == 0 &&
+                  ::renameat(tmp_fd_.get(), tmp.c_str(), dfd, entry_name(name).c_str()) == 0;
+  if (!ok) {
+    const int err = errno;
+    ::unlinkat(tmp_fd_.get(), tmp.c_str(), 0);
+    throw_errno("cannot write a memo in '" + dir_ + "/meta'", err);
+  }
 }
 
 std::string FileStreamBackend::temp_name() {

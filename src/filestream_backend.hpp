@@ -30,6 +30,9 @@ class FileStreamBackend final : public Backend {
   void list(const std::function<void(const EntryInfo &)> &fn) override;
   void add_counters(const PersistentCounters &delta) override;
   PersistentCounters counters() override;
+  // Memos live in DIR/meta/, one file per name, written like entries (temp file, rename).
+  std::optional<std::string> get_meta(std::string_view name) override;
+  void put_meta(std::string_view name, ByteView record) override;
   std::string lock_dir() const override { return dir_ + "/locks"; }
 
   static constexpr int kFormatVersion = 1;
@@ -68,6 +71,7 @@ class FileStreamBackend final : public Backend {
   void list_shard(int shard, std::vector<Victim> &out);
   bool unlink_entry(int shard, const std::string &name, int64_t *payload_size);
   int stats_fd();
+  int meta_fd(bool create);
 
   const BackendConfig config_;
   std::string dir_;
@@ -76,6 +80,7 @@ class FileStreamBackend final : public Backend {
   int64_t stale_tmp_seconds_ = 3600;
   Fd dir_fd_;
   Fd tmp_fd_;
+  std::atomic<int> meta_fd_{-1};
   std::mutex shard_mutex_;
   std::array<std::atomic<int>, kShards> shard_fds_;
   std::mutex stats_mutex_;  // flock() does not exclude threads sharing one descriptor

@@ -14,8 +14,8 @@ namespace progcache {
 namespace {
 
 // Key schema: bump when the encoding below changes, so old entries become unreachable.
-constexpr std::string_view kSchemaBlake2 = "progcache-key/1/blake2b-512/256";
-constexpr std::string_view kSchemaSha256 = "progcache-key/1/sha256";
+constexpr std::string_view kSchemaBlake2 = "progcache-key/2/blake2b-512/256";
+constexpr std::string_view kSchemaSha256 = "progcache-key/2/sha256";
 
 enum class OptKind { plain, needs_digest, refused };
 
@@ -25,6 +25,7 @@ struct OptSpec {
   bool takes_value;
   bool value_attaches;  // "-DNAME": the short form may carry its value with no separator
   OptKind kind;
+  bool separate_value = true;  // NVRTC accepts the value as the next string ("-arch sm_90")
 };
 
 // NVRTC's options (nvrtc docs, "Supported Compile Options"); both spellings of each.
@@ -53,17 +54,17 @@ constexpr OptSpec kOptions[] = {
     {"--device-stack-protector", "-device-stack-protector", true, false, OptKind::plain},
     {"--define-macro", "-D", true, true, OptKind::plain},
     {"--undefine-macro", "-U", true, true, OptKind::plain},
-    {"--include-path", "-I", true, true, OptKind::needs_digest},
-    {"--pre-include", "-include", true, false, OptKind::needs_digest},
+    {"--include-path", "-I", true, true, OptKind::plain},
+    {"--pre-include", "-include", true, false, OptKind::plain},
     {"--no-source-include", "-no-source-include", false, false, OptKind::plain},
-    {"--std", "-std", true, false, OptKind::plain},
+    {"--std", "-std", true, false, OptKind::plain, false},
     {"--builtin-move-forward", "-builtin-move-forward", true, false, OptKind::plain},
     {"--builtin-initializer-list", "-builtin-initializer-list", true, false, OptKind::plain},
     {"--disable-warnings", "-w", false, false, OptKind::plain},
     {"--restrict", "-restrict", false, false, OptKind::plain},
     {"--device-as-default-execution-space", "-default-device", false, false, OptKind::plain},
     {"--device-int128", "-device-int128", false, false, OptKind::plain},
-    {"--optimization-info", "-opt-info", true, false, OptKind::plain},
+    {"--optimization-info", "-opt-info", true, false, OptKind::plain, false},
     {"--display-error-number", "-err-no", false, false, OptKind::plain},
     {"--no-display-error-number", "-no-err-no", false, false, OptKind::plain},
     {"--diag-error", "-diag-error", true, false, OptKind::plain},
@@ -89,6 +90,7 @@ constexpr OptSpec kOptions[] = {
 struct Match {
   const OptSpec *spec = nullptr;
   std::optional<std::string_view> value;  // set when the value was inside this string
+  bool merge = true;  // false: a spelling whose meaning NVRTC has not shown equal to the others
 };
 
 Match match_option(std::string_view opt) {
@@ -98,7 +100,9 @@ Match match_option(std::string_view opt) {
       const std::string_view sp = spelling;
       if (opt == sp) return {&s, std::nullopt};
       if (s.takes_value && opt.size() > sp.size() && opt.substr(0, sp.size()) == sp) {
-        if (opt[sp.size()] == '=') return {&s, opt.substr(sp.size() + 1)};
+        // "-D=X" may mean X or "=X": kept apart from "--define-macro=X" and "-DX".
+        if (opt[sp.size()] == '=')
+          return {&s, opt.substr(sp.size() + 1), !(s.value_attaches && spelling == s.short_form)};
         if (s.value_attaches && spelling == s.short_form) return {&s, opt.substr(sp.size())};
       }
     }
@@ -108,12 +112,12 @@ Match match_option(std::string_view opt) {
 
 class Hasher {
  public:
-  Hasher() : ctx_(EVP_MD_CTX_new()) {
+  explicit Hasher(bool with_schema = true) : ctx_(EVP_MD_CTX_new()) {
     if (!ctx_) throw std::bad_alloc();
     const Algo &a = algo();
     if (EVP_DigestInit_ex2(ctx_.get(), a.md, nullptr) != 1)
       throw Error(Status::internal, "OpenSSL digest init failed");
-    field(0, a.schema);
+    if (with_schema) field(0, a.schema);
   }
   void raw(const void *d, size_t n) {
     if (n && EVP_DigestUpdate(ctx_.get(), d, n) != 1)
@@ -192,6 +196,12 @@ enum Tag : uint8_t {
   kTagNameExpr,
   kTagExtraDigest,
   kTagNoExtraDigest,
+  kTagNvrtcBuild,
+  kTagWorkingDir,
+  kTagDependencyCount,
+  kTagDependencyPath,
+  kTagDependencyDigest,
+  kTagDependencyAbsent,
 };
 
 }  // namespace
@@ -216,43 +226,68 @@ std::vector<std::string> canonical_options(const std::vector<std::string_view> &
                   "option '" + std::string(opt) +
                       "' makes NVRTC read files the cache key cannot see; pass extra_digest (a "
                       "fingerprint of those files) to cache this program");
-    std::string canon = m.spec->canonical;
-    if (m.spec->takes_value) {
-      std::string_view value;
-      if (m.value) {
-        value = *m.value;
-      } else {
-        if (i + 1 >= options.size())
-          throw Error(Status::invalid_arg, "option '" + std::string(opt) + "' needs a value");
-        value = options[++i];
-      }
-      canon += '=';
-      canon += value;
+    if (!m.spec->takes_value) {
+      out.emplace_back(m.spec->canonical);
+      continue;
     }
-    out.push_back(std::move(canon));
+    if (!m.value) {  // the value is the next string
+      if (i + 1 >= options.size())
+        throw Error(Status::invalid_arg, "option '" + std::string(opt) + "' needs a value");
+      const std::string_view value = options[++i];
+      if (m.spec->separate_value) {
+        out.push_back(std::string(m.spec->canonical) + "=" + std::string(value));
+      } else {  // NVRTC rejects this form: it must never share a key with one it accepts
+        out.emplace_back(opt);
+        out.emplace_back(value);
+      }
+      continue;
+    }
+    out.push_back(m.merge ? std::string(m.spec->canonical) + "=" + std::string(*m.value)
+                          : std::string(opt));
   }
   return out;
 }
 
-Key derive_key(const ProgramDesc &p) {
+bool output_embeds_working_dir(const std::vector<std::string_view> &options) {
+  for (size_t i = 0; i < options.size(); ++i) {
+    const Match m = match_option(options[i]);
+    if (!m.spec) return true;  // an option we do not know might
+    const std::string_view name = m.spec->canonical;
+    // Line and debug info carry the DWARF compilation directory; ptxas and -dopt options may
+    // ask for them too.
+    if (name == "--device-debug" || name == "--generate-line-info" || name == "--ptxas-options" ||
+        name == "--dopt")
+      return true;
+    if (m.spec->takes_value && !m.value) ++i;
+  }
+  return false;
+}
+
+namespace {
+
+void check_program(const ProgramDesc &p) {
   if (p.code_type < CodeType::cxx || p.code_type > CodeType::nvvm)
     throw Error(Status::invalid_arg, "unknown code_type " + std::to_string(int(p.code_type)));
   if (p.target < Target::cubin || p.target > Target::ltoir)
     throw Error(Status::invalid_arg, "unknown target " + std::to_string(int(p.target)));
   if (!p.source.data) throw Error(Status::invalid_arg, "program source is NULL");
+}
+
+}  // namespace
+
+Key derive_key(const ProgramDesc &p, const CompileContext *context) {
+  check_program(p);
   const bool digest = p.extra_digest.has_value();
-  if (!digest && p.name.find('/') != std::string_view::npos)
-    throw Error(Status::invalid_arg,
-                "program name '" + std::string(p.name) +
-                    "' has a directory part: NVRTC resolves quoted includes against it, which the "
-                    "key cannot see; pass extra_digest or use a bare name");
   const std::vector<std::string> opts = canonical_options(p.options, digest);
 
   Hasher h;
   h.field(kTagName, p.name);
   h.number(kTagCodeType, static_cast<uint64_t>(p.code_type));
   h.number(kTagTarget, static_cast<uint64_t>(p.target));
-  h.number(kTagNvrtcVersion, p.nvrtc_version);
+  if (context && !context->nvrtc_build.empty())
+    h.field(kTagNvrtcBuild, context->nvrtc_build);
+  else
+    h.number(kTagNvrtcVersion, p.nvrtc_version);
   h.field(kTagSource, p.source);
   h.number(kTagOptionCount, opts.size());
   for (const std::string &o : opts) h.field(kTagOption, o);
@@ -273,10 +308,32 @@ Key derive_key(const ProgramDesc &p) {
     h.field(kTagExtraDigest, *p.extra_digest);
   else
     h.number(kTagNoExtraDigest, 0);
+  if (context) {
+    if (output_embeds_working_dir(p.options)) h.field(kTagWorkingDir, context->working_dir);
+    // In scan order: the order NVRTC would meet them, itself decided by the contents hashed.
+    h.number(kTagDependencyCount, context->dependencies.size());
+    for (const HeaderDependency &d : context->dependencies) {
+      h.field(kTagDependencyPath, d.path);
+      if (d.present)
+        h.field(kTagDependencyDigest, ByteView(d.digest.data(), d.digest.size()));
+      else
+        h.number(kTagDependencyAbsent, 0);
+    }
+  }
   return h.finish();
 }
 
-std::vector<std::pair<std::string, std::string>> key_fields(const ProgramDesc &p) {
+ContentDigest content_digest(ByteView bytes) {
+  Hasher h(false);
+  h.raw(bytes.data, bytes.size);
+  const Key k = h.finish();
+  ContentDigest d;
+  std::memcpy(d.data(), k.data(), d.size());
+  return d;
+}
+
+std::vector<std::pair<std::string, std::string>> key_fields(const ProgramDesc &p,
+                                                            const CompileContext *context) {
   auto digest = [](ByteView v) {
     const XXH128_hash_t h = XXH3_128bits(v.data, v.size);
     XXH128_canonical_t c;
@@ -289,7 +346,10 @@ std::vector<std::pair<std::string, std::string>> key_fields(const ProgramDesc &p
   f.emplace_back("name", std::string(p.name));
   f.emplace_back("code_type", kCodeTypes[int(p.code_type) % 3]);
   f.emplace_back("target", kTargets[int(p.target) % 3]);
-  f.emplace_back("nvrtc_version", std::to_string(p.nvrtc_version));
+  if (context && !context->nvrtc_build.empty())
+    f.emplace_back("nvrtc_build", context->nvrtc_build);
+  else
+    f.emplace_back("nvrtc_version", std::to_string(p.nvrtc_version));
   f.emplace_back("source", digest(p.source));
   const auto opts = canonical_options(p.options, p.extra_digest.has_value());
   f.emplace_back("options", std::to_string(opts.size()));
@@ -307,6 +367,12 @@ std::vector<std::pair<std::string, std::string>> key_fields(const ProgramDesc &p
     joined += std::string(joined.empty() ? "" : ", ") + std::string(e);
   f.emplace_back("name_expressions", joined);
   f.emplace_back("extra_digest", p.extra_digest ? digest(*p.extra_digest) : "none");
+  if (context) {
+    if (output_embeds_working_dir(p.options)) f.emplace_back("working_dir", context->working_dir);
+    for (const HeaderDependency &d : context->dependencies)
+      f.emplace_back("file " + d.path,
+                     d.present ? to_hex(ByteView(d.digest.data(), d.digest.size())) : "absent");
+  }
   return f;
 }
 

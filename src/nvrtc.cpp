@@ -147,10 +147,20 @@ NvrtcLocation scan_for_nvrtc() {
 Nvrtc::Nvrtc() = default;
 Nvrtc::~Nvrtc() = default;
 
+namespace {
+std::mutex g_loaded_mutex;
+std::map<std::string, std::unique_ptr<Nvrtc>> g_loaded;  // lives as long as the process
+}  // namespace
+
+const Nvrtc *Nvrtc::find_loaded(const std::string &path) {
+  std::lock_guard lock(g_loaded_mutex);
+  auto it = g_loaded.find(path);
+  return it == g_loaded.end() ? nullptr : it->second.get();
+}
+
 Nvrtc &Nvrtc::load(const NvrtcLocation &where) {
-  static std::mutex mutex;
-  static std::map<std::string, std::unique_ptr<Nvrtc>> loaded;  // lives as long as the process
-  std::lock_guard lock(mutex);
+  std::lock_guard lock(g_loaded_mutex);
+  auto &loaded = g_loaded;
   if (auto it = loaded.find(where.path); it != loaded.end()) return *it->second;
   void *h = ::dlopen(where.path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!h)
@@ -260,23 +270,30 @@ NvrtcOutput Nvrtc::compile(const ProgramDesc &p) const {
   switch (p.target) {
     case Target::cubin:
       check(a.cubin_size(prog, &size), "nvrtcGetCUBINSize");
-      if (size == 0)
-        throw Error(Status::compile,
-                    "NVRTC produced no cubin: give a real architecture (-arch=sm_XX), not a "
-                    "virtual one (compute_XX)");
       out.code.resize(size);
-      check(a.cubin(prog, out.code.data()), "nvrtcGetCUBIN");
+      if (size) check(a.cubin(prog, out.code.data()), "nvrtcGetCUBIN");
       break;
     case Target::ptx:
       check(a.ptx_size(prog, &size), "nvrtcGetPTXSize");
       out.code.resize(size);
-      check(a.ptx(prog, out.code.data()), "nvrtcGetPTX");
+      if (size) check(a.ptx(prog, out.code.data()), "nvrtcGetPTX");
+      if (size <= 1) out.code.clear();  // only the terminating NUL: no PTX at all
       break;
     case Target::ltoir:
       check(a.ltoir_size(prog, &size), "nvrtcGetLTOIRSize");
       out.code.resize(size);
-      check(a.ltoir(prog, out.code.data()), "nvrtcGetLTOIR");
+      if (size) check(a.ltoir(prog, out.code.data()), "nvrtcGetLTOIR");
       break;
+  }
+  if (out.code.empty()) {
+    // Success without output is not a binary: a compile error, never stored.
+    static const char *const kWhy[] = {
+        "no cubin: give a real architecture (-arch=sm_XX), not a virtual one (compute_XX)",
+        "no PTX: -dlto/--dlink-time-opt makes LTO-IR instead; ask for the LTO-IR target",
+        "no LTO-IR: add -dlto"};
+    if (!out.log.empty() && out.log.back() != '\n') out.log += '\n';
+    out.log += std::string("progcache: NVRTC succeeded but produced ") + kWhy[int(p.target)] + "\n";
+    return out;  // ok = false
   }
   for (const std::string &e : exprs) {
     const char *lowered = nullptr;

@@ -38,6 +38,8 @@ class Nvrtc {
   // Loads (once per path per process, thread-safely) and resolves every function needed.
   // Throws Error(cuda_unavailable) naming the path and dlerror() if it cannot.
   static Nvrtc &load(const NvrtcLocation &where);
+  // The NVRTC this process loaded from path, or null if it has not loaded it.
+  static const Nvrtc *find_loaded(const std::string &path);
   // major * 1000 + minor * 10, as CUDA_VERSION (13.0 -> 13000).
   uint32_t version() const { return version_; }
   const std::string &path() const { return path_; }

@@ -285,6 +285,18 @@ void RedisBackend::put(ByteView key, Blob &&record, uint64_t) {
     c.command({std::string_view("SET"), entry_key(key), record.view()});
 }
 
+std::optional<std::string> RedisBackend::get_meta(std::string_view name) {
+  Connection c = acquire();
+  Reply r = c.command({std::string_view("GET"), prefix_ + "m:" + std::string(name)});
+  if (r->type != REDIS_REPLY_STRING) return std::nullopt;
+  return std::string(r->str, size_t(r->len));
+}
+
+void RedisBackend::put_meta(std::string_view name, ByteView record) {
+  Connection c = acquire();
+  c.command({std::string_view("SET"), prefix_ + "m:" + std::string(name), record.str()});
+}
+
 bool RedisBackend::remove(ByteView key) {
   Connection c = acquire();
   return reply_uint(c.command({std::string_view("DEL"), entry_key(key)}).get()) > 0;

@@ -37,6 +37,9 @@ class RedisBackend final : public Backend {
   // if the holder dies.
   std::optional<std::string> try_lease(ByteView key) override;
   void release_lease(ByteView key, const std::string &token) override;
+  // Memos are Redis strings under PREFIX "m:" NAME, outside the entries' "e:" keyspace.
+  std::optional<std::string> get_meta(std::string_view name) override;
+  void put_meta(std::string_view name, ByteView record) override;
 
   class Connection;  // one hiredis context, leased to one call at a time
 

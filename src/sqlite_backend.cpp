@@ -34,6 +34,10 @@ constexpr const char *kSql[] = {
     "DELETE FROM entries",
     "SELECT key, size, used_at FROM entries ORDER BY atime DESC",
     "UPDATE meta SET value = value + ?2 WHERE name = ?1",
+    "SELECT record FROM memo WHERE name = ?1",
+    "INSERT OR REPLACE INTO memo(name, record) VALUES(?1, ?2)",
+    "DELETE FROM memo WHERE rowid IN (SELECT rowid FROM memo ORDER BY rowid LIMIT"
+    " max(0, (SELECT count(*) FROM memo) - ?1))",
 };
 
 constexpr size_t kFlushAfterTouches = 128;
@@ -334,6 +338,47 @@ PersistentCounters SqliteBackend::counters() {
     c.evictions = meta_get("evictions");
     c.compile_us_saved = meta_get("compile_us_saved");
     return c;
+  });
+}
+
+std::optional<std::string> SqliteBackend::get_meta(std::string_view name) {
+  std::lock_guard lock(mutex_);
+  ensure_process();
+  sqlite3_stmt *s = nullptr;
+  try {
+    s = stmt(kMemoGet);
+  } catch (const Error &) {
+    return std::nullopt;  // a database from before memos, not yet opened for writing
+  }
+  StmtScope q{s};
+  sqlite3_bind_text(q.s, 1, name.data(), int(name.size()), SQLITE_STATIC);
+  const int rc = sqlite3_step(q.s);
+  if (rc == SQLITE_DONE) return std::nullopt;
+  if (rc != SQLITE_ROW) fail(rc, "cannot read a memo");
+  const auto *p = static_cast<const char *>(sqlite3_column_blob(q.s, 0));
+  return std::string(p ? p : "", size_t(sqlite3_column_bytes(q.s, 0)));
+}
+
+void SqliteBackend::put_meta(std::string_view name, ByteView record) {
+  std::lock_guard lock(mutex_);
+  if (read_only_) return;
+  with_recovery([&] {
+    write_txn([&] {
+      if (!memo_table_ready_) {
+        const int rc = sqlite3_exec(db_, kMemoSchema, nullptr, nullptr, nullptr);
+        if (rc != SQLITE_OK) fail(rc, "cannot create the memo table");
+        memo_table_ready_ = true;
+      }
+      StmtScope q{stmt(kMemoPut)};
+      sqlite3_bind_text(q.s, 1, name.data(), int(name.size()), SQLITE_STATIC);
+      sqlite3_bind_blob64(q.s, 2, record.data, record.size, SQLITE_STATIC);
+      int rc = sqlite3_step(q.s);
+      if (rc != SQLITE_DONE) fail(rc, "cannot write a memo");
+      StmtScope trim{stmt(kMemoTrim)};
+      sqlite3_bind_int64(trim.s, 1, int64_t(kMaxMetaRecords));
+      rc = sqlite3_step(trim.s);
+      if (rc != SQLITE_DONE) fail(rc, "cannot trim the memos");
+    });
   });
 }
 

@@ -30,6 +30,8 @@ class SqliteBackend final : public Backend {
   void list(const std::function<void(const EntryInfo &)> &fn) override;
   void add_counters(const PersistentCounters &delta) override;
   PersistentCounters counters() override;
+  std::optional<std::string> get_meta(std::string_view name) override;
+  void put_meta(std::string_view name, ByteView record) override;
   std::string lock_dir() const override { return path_ + ".locks"; }
 
   static constexpr int kSchemaVersion = 1;
@@ -50,6 +52,9 @@ class SqliteBackend final : public Backend {
     kClear,
     kList,
     kMetaAdd,
+    kMemoGet,
+    kMemoPut,
+    kMemoTrim,
     kStmtCount
   };
 
@@ -81,6 +86,7 @@ class SqliteBackend final : public Backend {
   sqlite3 *db_ = nullptr;
   sqlite3_stmt *stmts_[kStmtCount] = {};
   bool read_only_ = false;
+  bool memo_table_ready_ = false;  // this connection made sure the memo table exists
   long pid_ = 0;
   // Recency of hits not yet written (a hit stays a read); flushed in order before any write.
   std::vector<std::string> pending_touches_;

@@ -200,7 +200,8 @@ void SqliteBackend::init_schema() {
     // Older or foreign layout: rebuild (a cache can always be refilled).
     write_txn([&] {
       if (user_version() == kSchemaVersion) return;  // another process got here first
-      int rc = sqlite3_exec(db_, "DROP TABLE IF EXISTS entries; DROP TABLE IF EXISTS meta;",
+      int rc = sqlite3_exec(db_, "DROP TABLE IF EXISTS entries; DROP TABLE IF EXISTS meta;"
+                            " DROP TABLE IF EXISTS memo;",
                             nullptr, nullptr, nullptr);
       if (rc != SQLITE_OK) fail(rc, "cannot drop the old schema");
       rc = sqlite3_exec(db_, kSchema, nullptr, nullptr, nullptr);

@@ -20,8 +20,14 @@ constexpr const char *kSchema =
     " size INTEGER NOT NULL, atime INTEGER NOT NULL, used_at INTEGER NOT NULL);"
     "CREATE INDEX entries_by_atime ON entries(atime);"
     "CREATE TABLE meta(name TEXT PRIMARY KEY NOT NULL, value INTEGER NOT NULL);"
+    "CREATE TABLE IF NOT EXISTS memo(name TEXT PRIMARY KEY NOT NULL, record BLOB NOT NULL);"
     "INSERT INTO meta VALUES('clock', 0), ('total_size', 0), ('entry_count', 0), ('hits', 0),"
     " ('misses', 0), ('evictions', 0), ('compile_us_saved', 0);";
+
+// Memos (the metadata side channel) came after schema version 1 without changing what older
+// versions read: a version-1 database gains the table when it is first opened for writing.
+constexpr const char *kMemoSchema =
+    "CREATE TABLE IF NOT EXISTS memo(name TEXT PRIMARY KEY NOT NULL, record BLOB NOT NULL);";
 
 struct CorruptDatabase : Error {
   explicit CorruptDatabase(const std::string &m) : Error(Status::corrupt, m) {}

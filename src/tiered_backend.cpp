@@ -227,6 +227,32 @@ void TieredBackend::release_lease(ByteView key, const std::string &token) {
   }
 }
 
+std::optional<std::string> TieredBackend::get_meta(std::string_view name) {
+  for (auto &tier : tiers_) {
+    if (!available(*tier)) continue;
+    try {
+      auto record = tier->cache->backend().get_meta(name);
+      succeeded(*tier);
+      if (record) return record;
+    } catch (const Error &e) {
+      failed(*tier, e);
+    }
+  }
+  return std::nullopt;
+}
+
+void TieredBackend::put_meta(std::string_view name, ByteView record) {
+  for (auto &tier : tiers_) {
+    if (!available(*tier)) continue;
+    try {
+      tier->cache->backend().put_meta(name, record);
+      succeeded(*tier);
+    } catch (const Error &e) {
+      failed(*tier, e);
+    }
+  }
+}
+
 uint64_t TieredBackend::max_payload_size() const {
   uint64_t most = 0;
   for (const auto &tier : tiers_) most = std::max(most, tier->cache->backend().max_payload_size());

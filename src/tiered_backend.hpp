@@ -42,6 +42,9 @@ class TieredBackend final : public Backend {
   // Leases come from the first available tier that keeps them (the shared store).
   std::optional<std::string> try_lease(ByteView key) override;
   void release_lease(ByteView key, const std::string &token) override;
+  // Metadata: read from the first tier that has the record, written to every tier.
+  std::optional<std::string> get_meta(std::string_view name) override;
+  void put_meta(std::string_view name, ByteView record) override;
   // Records come back already verified by the tier that held them.
   bool in_process() const override { return true; }
 

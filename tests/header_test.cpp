@@ -16,7 +16,7 @@ static_assert(offsetof(pcache_options, max_size_bytes) == 8);
 static_assert(offsetof(pcache_options, secret) == 16 &&
               offsetof(pcache_options, secret_size) == 24);
 static_assert(PCACHE_OPEN_ALLOW_SHARED == 1 && PCACHE_OPEN_ALLOW_PRIVILEGED == 2);
-static_assert(sizeof(pcache_stats) == 96);
+static_assert(sizeof(pcache_stats) == 104);
 static_assert(offsetof(pcache_stats, hits) == 8);
 static_assert(offsetof(pcache_stats, corrupt) == 64);
 static_assert(offsetof(pcache_stats, healed) == 72);

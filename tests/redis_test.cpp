@@ -393,9 +393,15 @@ struct Nodes {
            " 'tiered:sqlite:" + (d / (name + ".db")) + "|" + remote + "' " + kernel;
   }
   size_t compiles(const std::string &name) const { return read_file(d / (name + ".count")).size(); }
+  // This process compiles with the nodes' NVRTC (the build is part of the key).
+  struct SameNvrtc {
+    ScopedEnv real{"PCACHE_TEST_REAL_NVRTC", progcache::locate_nvrtc().path};
+    ScopedEnv fake{"PCACHE_NVRTC_LIBRARY", PCACHE_FAKE_NVRTC};
+  };
   std::string key() const {
     const std::string source = read_file(kernel);
     const pcache_program p = probe_program(source);
+    SameNvrtc same;
     Handle mem("memory:");
     pcache_compiled *r = nullptr;
     EXPECT_EQ(pcache_compile(mem, &p, &r), PCACHE_OK) << pcache_last_error();
@@ -434,6 +440,7 @@ TEST(Redis, ANodeWaitsForTheLeaseHoldersEntry) {
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   {
     Handle other(nodes.remote + "&lease_ms=0");
+    Nodes::SameNvrtc same;
     const std::string source = read_file(nodes.kernel);
     const pcache_program p = probe_program(source);
     pcache_compiled *r = nullptr;

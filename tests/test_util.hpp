@@ -4,6 +4,8 @@
 #include <progcache/progcache.h>
 
 #include <cstdint>
+#include <cstdlib>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -46,6 +48,27 @@ class Handle {
 // A value that describes itself: "<id>:<seed>:<len>|" then bytes derived from them. Any torn,
 // mixed or foreign value fails check_value.
 std::string make_value(uint32_t id, uint32_t seed, size_t len);
+
+// Sets an environment variable for the scope, restoring the old value (or its absence) after.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char *name, const std::string &value) : name_(name) {
+    if (const char *old = std::getenv(name)) old_ = old;
+    ::setenv(name, value.c_str(), 1);
+  }
+  ~ScopedEnv() {
+    if (old_)
+      ::setenv(name_, old_->c_str(), 1);
+    else
+      ::unsetenv(name_);
+  }
+  ScopedEnv(const ScopedEnv &) = delete;
+  ScopedEnv &operator=(const ScopedEnv &) = delete;
+
+ private:
+  const char *name_;
+  std::optional<std::string> old_;
+};
 bool check_value(const std::string &value, uint32_t *id = nullptr, uint32_t *seed = nullptr);
 
 std::string read_file(const std::string &path);

@@ -296,6 +296,9 @@ typedef struct pcache_stats {
   uint64_t healed;        /* cached images the driver rejected, removed and recompiled */
   uint64_t tier_errors;   /* tiered caches: calls on a tier that failed and were skipped */
   uint64_t tier_skips;    /* tiered caches: calls not sent to a remote tier in back-off */
+  /* version 0.4 (104 bytes): */
+  uint64_t uncacheable; /* compiles not stored: a computed #include, __DATE__/__TIME__, a header
+                           changed during the compile, a failed store (see docs/keys.md) */
   /* later versions append uint64_t fields here */
 } pcache_stats;
 

@@ -1,0 +1,43 @@
+// What progcache needs to know of a shared library without loading it: its GNU build-id, its
+// run-time search path, and the strings it will dlopen; and the build-ids of the images a
+// process has actually loaded. Used to identify the exact NVRTC build (docs/keys.md).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace progcache {
+
+struct ElfFacts {
+  std::string build_id;              // lower-case hex of NT_GNU_BUILD_ID; "" if none
+  std::vector<std::string> runpath;  // DT_RUNPATH entries, unexpanded ("$ORIGIN", ...)
+  std::vector<std::string> rpath;    // DT_RPATH entries (used only without DT_RUNPATH)
+};
+
+// Reads the facts of the ELF64 little-endian file open on fd. nullopt if it is not one, or is
+// truncated or malformed (every offset is checked against the file size).
+std::optional<ElfFacts> read_elf_facts(int fd);
+
+// The first library name in the file's .rodata section that starts with prefix and goes on with
+// its version ("libnvrtc-builtins.so." -> "libnvrtc-builtins.so.13.0"), or nullopt. Reads the
+// section in bounded chunks.
+std::optional<std::string> find_rodata_soname(int fd, std::string_view prefix);
+
+// A shared object mapped into this process.
+struct LoadedImage {
+  std::string path;      // as the dynamic loader names it
+  std::string build_id;  // hex, "" if it has none
+};
+
+// Every object currently mapped (dl_iterate_phdr), in load order.
+std::vector<LoadedImage> loaded_images();
+
+// Where dlopen(soname) called from a library with `caller` facts, living in caller_dir, would
+// find the file: $LD_LIBRARY_PATH (when trusted), the caller's DT_RPATH/DT_RUNPATH with $ORIGIN
+// expanded, /etc/ld.so.cache, then the default directories; "" if nowhere. Looks at files only.
+std::string predict_dlopen_path(std::string_view soname, const ElfFacts &caller,
+                                const std::string &caller_dir);
+
+}  // namespace progcache

@@ -1,0 +1,46 @@
+// A file's identity as stat sees it, for memos that vouch for a file's content without reading
+// it (docs/keys.md: the header memo and the NVRTC identity).
+#pragma once
+
+#include <sys/stat.h>
+
+#include <cstdint>
+#include <ctime>
+#include <string>
+
+namespace progcache {
+
+struct StatIdentity {
+  uint64_t dev = 0, ino = 0, size = 0;
+  int64_t mtime_ns = 0, ctime_ns = 0;
+
+  static StatIdentity of(const struct stat &st) {
+    StatIdentity id;
+    id.dev = uint64_t(st.st_dev);
+    id.ino = uint64_t(st.st_ino);
+    id.size = uint64_t(st.st_size);
+    id.mtime_ns = int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+    id.ctime_ns = int64_t(st.st_ctim.tv_sec) * 1000000000 + st.st_ctim.tv_nsec;
+    return id;
+  }
+  bool operator==(const StatIdentity &o) const {
+    return dev == o.dev && ino == o.ino && size == o.size && mtime_ns == o.mtime_ns &&
+           ctime_ns == o.ctime_ns;
+  }
+  std::string text() const {
+    return std::to_string(dev) + ":" + std::to_string(ino) + ":" + std::to_string(size) + ":" +
+           std::to_string(mtime_ns) + ":" + std::to_string(ctime_ns);
+  }
+  // Changed less than kRacySeconds ago: a second write within the file system's timestamp
+  // granularity could leave the same stat, so the content must be read, never vouched for.
+  static constexpr int64_t kRacySeconds = 2;
+  bool is_racy() const {
+    struct timespec now;
+    ::clock_gettime(CLOCK_REALTIME, &now);
+    const int64_t now_ns = int64_t(now.tv_sec) * 1000000000 + now.tv_nsec;
+    const int64_t newest = mtime_ns > ctime_ns ? mtime_ns : ctime_ns;
+    return now_ns - newest < kRacySeconds * 1000000000;
+  }
+};
+
+}  // namespace progcache
