@@ -405,12 +405,19 @@ class Scanner {
           queue(std::make_shared<const FileFacts>(extract_facts(htext)), dir_of(d.name));
     }
     std::vector<std::string> candidates;
+    // NVRTC looks for a standard header name without an extension ("version") also as
+    // "version.stdh", right after the plain name (seen under strace).
+    const size_t slash = d.name.rfind('/');
+    const bool stdh = d.name.find('.', slash == std::string::npos ? 0 : slash) == std::string::npos;
+    auto add = [&](std::string path) {
+      candidates.push_back(path);
+      if (stdh) candidates.push_back(std::move(path) + ".stdh");
+    };
     if (!d.name.empty() && d.name[0] == '/') {
-      candidates.push_back(d.name);
+      add(d.name);
     } else {
-      if (!d.angle && d.kind != DirectiveKind::include_next && quote_dir)
-        candidates.push_back(*quote_dir + d.name);
-      for (const std::string &dir : include_dirs_) candidates.push_back(join(dir, d.name));
+      if (!d.angle && d.kind != DirectiveKind::include_next && quote_dir) add(*quote_dir + d.name);
+      for (const std::string &dir : include_dirs_) add(join(dir, d.name));
     }
     probe_in_order(candidates, d.kind);
   }

@@ -257,6 +257,27 @@ def _program(source, name, options, target, code_type, name_expressions, headers
     return prog, (src, keep)
 
 
+def _compile(cache_handle, source, name, options, target, name_expressions, headers, extra_digest):
+    prog, _keep = _program(source, name, options, target, "c++", name_expressions, headers, extra_digest)
+    handle = _handle()
+    status = _lib.pcache_compile(cache_handle, ctypes.byref(prog), ctypes.byref(handle))
+    if status == -9:  # keep the log, free the result
+        result = Compiled(handle)
+        result.close()
+        err = CompileError(_lib.pcache_last_error().decode("utf-8", "replace"), status)
+        err.log = result.log
+        raise err
+    _check(status)
+    return Compiled(handle)
+
+
+def compile_uncached(source, *, name="default_program", options=(), target="cubin",
+                     name_expressions=(), headers=None, extra_digest=None):
+    """Compiles with NVRTC without any cache (pcache_compile with a NULL handle, as with
+    PCACHE_DISABLE=1) and returns a Compiled. Raises CompileError like Cache.compile."""
+    return _compile(None, source, name, options, target, name_expressions, headers, extra_digest)
+
+
 def make_key(source, *, name="default_program", options=(), target="cubin", code_type="c++",
              name_expressions=(), headers=None, extra_digest=None, nvrtc_version=0):
     """The 32-byte key of a program description (pcache_make_key)."""
@@ -396,17 +417,8 @@ class Cache:
                 name_expressions=(), headers=None, extra_digest=None):
         """Compiles CUDA C++ with NVRTC through the cache (pcache_compile) and returns a Compiled.
         Raises CompileError (with .log) when NVRTC rejects the program."""
-        prog, _keep = _program(source, name, options, target, "c++", name_expressions, headers, extra_digest)
-        handle = _handle()
-        status = _lib.pcache_compile(self._h(), ctypes.byref(prog), ctypes.byref(handle))
-        if status == -9:  # keep the log, free the result
-            result = Compiled(handle)
-            result.close()
-            err = CompileError(_lib.pcache_last_error().decode("utf-8", "replace"), status)
-            err.log = result.log
-            raise err
-        _check(status)
-        return Compiled(handle)
+        return _compile(self._h(), source, name, options, target, name_expressions, headers,
+                        extra_digest)
 
     def close(self):
         """Releases the handle; stored entries of persistent caches stay."""

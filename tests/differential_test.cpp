@@ -1,0 +1,338 @@
+// Differential tests of key soundness: every compile through the cache must give exactly the
+// bytes and status of a compile without it (pcache_compile with no cache, as PCACHE_DISABLE=1
+// does), across edits of the headers NVRTC reads from disk, new shadowing headers, removed ones,
+// directory changes, and inputs whose output cannot be cached. Real NVRTC, real files.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <thread>
+
+#include "test_util.hpp"
+
+using namespace testutil;
+
+namespace {
+
+struct Source {
+  std::string name = "k.cu";  // "" = NULL (NVRTC's default_program)
+  std::string text;
+  std::vector<std::string> options{"-arch=sm_90"};
+  std::vector<std::pair<std::string, std::string>> headers;
+  int32_t target = PCACHE_TARGET_CUBIN;
+  std::string extra_digest;
+};
+
+struct Outcome {
+  pcache_status status = PCACHE_OK;
+  std::string bytes;
+  bool from_cache = false;
+  std::string warning;
+};
+
+Outcome compile(pcache *cache, const Source &s) {
+  std::vector<const char *> opts, hn, hs;
+  for (const std::string &o : s.options) opts.push_back(o.c_str());
+  for (const auto &[n, t] : s.headers) {
+    hn.push_back(n.c_str());
+    hs.push_back(t.c_str());
+  }
+  pcache_program p;
+  std::memset(&p, 0, sizeof p);
+  p.struct_size = sizeof p;
+  p.name = s.name.empty() ? nullptr : s.name.c_str();
+  p.source = s.text.c_str();
+  p.options = opts.data();
+  p.num_options = opts.size();
+  p.header_names = hn.data();
+  p.header_sources = hs.data();
+  p.num_headers = hn.size();
+  p.target = s.target;
+  if (!s.extra_digest.empty()) {
+    p.extra_digest = s.extra_digest.data();
+    p.extra_digest_size = s.extra_digest.size();
+  }
+  pcache_compiled *r = nullptr;
+  Outcome o;
+  o.status = pcache_compile(cache, &p, &r);
+  o.warning = pcache_last_error();
+  if (r) {
+    size_t n = 0;
+    const void *d = pcache_compiled_data(r, &n);
+    o.bytes.assign(static_cast<const char *>(d), n);
+    o.from_cache = pcache_compiled_from_cache(r) != 0;
+  }
+  pcache_compiled_free(r);
+  return o;
+}
+
+// A working directory of its own for the test (NVRTC resolves relative paths against it).
+class InDir {
+ public:
+  explicit InDir(const std::string &dir) {
+    char buf[4096];
+    old_ = ::getcwd(buf, sizeof buf) ? buf : "/";
+    EXPECT_EQ(::chdir(dir.c_str()), 0);
+  }
+  ~InDir() { EXPECT_EQ(::chdir(old_.c_str()), 0); }
+
+ private:
+  std::string old_;
+};
+
+// Writes a file and dates it `age_s` seconds in the past, so that its stat is trusted and the
+// memos are used (files younger than 2 s are always read).
+void write_aged(const std::string &path, const std::string &text, int age_s = 60) {
+  write_file(path, text);
+  struct timespec t[2];
+  ::clock_gettime(CLOCK_REALTIME, &t[0]);
+  t[0].tv_sec -= age_s;
+  t[1] = t[0];
+  ASSERT_EQ(::utimensat(AT_FDCWD, path.c_str(), t, 0), 0);
+}
+
+uint64_t uncacheable(pcache *c) {
+  pcache_stats s;
+  std::memset(&s, 0, sizeof s);
+  s.struct_size = sizeof s;
+  EXPECT_EQ(pcache_get_stats(c, &s), PCACHE_OK);
+  return s.uncacheable;
+}
+
+class Differential : public ::testing::Test {
+ protected:
+  TempDir d;
+  Handle cache{"sqlite:" + (d / "cache.db")};
+  std::string work = d / "w";
+  void SetUp() override { ASSERT_EQ(::mkdir(work.c_str(), 0700), 0); }
+
+  // Compiles through the cache and without it; both must agree. Returns the cached outcome.
+  Outcome same_as_uncached(const Source &s, const char *what) {
+    const Outcome cached = compile(cache, s);
+    const Outcome fresh = compile(nullptr, s);
+    EXPECT_EQ(cached.status, fresh.status) << what << ": " << cached.warning;
+    EXPECT_TRUE(cached.bytes == fresh.bytes) << what << ": the cache served other bytes";
+    return cached;
+  }
+};
+
+const char *const kUsesVal = "#include \"h.h\"\n__global__ void k(int *x) { *x = VAL; }\n";
+
+TEST_F(Differential, HeaderBesideABareNameFollowsEdits) {
+  InDir in(work);
+  Source s;
+  s.text = kUsesVal;
+  write_aged("h.h", "#define VAL 1\n");
+  EXPECT_FALSE(same_as_uncached(s, "first").from_cache);
+  EXPECT_TRUE(same_as_uncached(s, "unchanged").from_cache);  // no needless miss
+  write_aged("h.h", "#define VAL 2\n", 50);
+  EXPECT_FALSE(same_as_uncached(s, "edited").from_cache);
+  // Same size, mtime forced back to the first version's: the ctime still tells.
+  write_aged("h.h", "#define VAL 3\n", 60);
+  EXPECT_FALSE(same_as_uncached(s, "edited, same size and mtime").from_cache);
+  write_file("h.h", "#define VAL 4\n");  // just now: read, never trusted by its stat
+  EXPECT_FALSE(same_as_uncached(s, "edited just now").from_cache);
+}
+
+TEST_F(Differential, NullNameReadsTheWorkingDirectory) {
+  InDir in(work);
+  Source s;
+  s.name = "";
+  s.text = kUsesVal;
+  write_aged("h.h", "#define VAL 1\n");
+  same_as_uncached(s, "first");
+  write_aged("h.h", "#define VAL 22\n");
+  EXPECT_FALSE(same_as_uncached(s, "edited").from_cache);
+}
+
+TEST_F(Differential, EachWorkingDirectoryGetsItsOwnHeader) {
+  Source s;
+  s.text = kUsesVal;
+  for (const char *sub : {"a", "b"}) {
+    ASSERT_EQ(::mkdir((work + "/" + sub).c_str(), 0700), 0);
+    write_aged(work + "/" + sub + "/h.h", std::string("#define VAL ") + (*sub == 'a' ? "1" : "2"));
+  }
+  std::string first;
+  for (const char *sub : {"a", "b", "a"}) {
+    InDir in(work + "/" + sub);
+    const Outcome o = same_as_uncached(s, sub);
+    if (first.empty()) first = o.bytes;
+  }
+  // Line info embeds the working directory: the same files elsewhere are another compile.
+  s.options.push_back("-lineinfo");
+  for (const char *sub : {"a", "b"}) {
+    InDir in(work + "/" + sub);
+    write_aged("h.h", "#define VAL 7\n");
+    same_as_uncached(s, sub);
+  }
+}
+
+TEST_F(Differential, ProgramNameWithADirectoryReadsBesideIt) {
+  InDir in(work);
+  ASSERT_EQ(::mkdir("sub", 0700), 0);
+  write_aged("sub/h.h", "#define VAL 1\n");
+  write_aged("h.h", "#define VAL 9\n");
+  Source s;
+  s.name = "sub/k.cu";
+  s.text = kUsesVal;
+  same_as_uncached(s, "first");
+  write_aged("h.h", "#define VAL 8\n");  // not read by NVRTC: still a hit
+  EXPECT_TRUE(same_as_uncached(s, "unrelated edit").from_cache);
+  write_aged("sub/h.h", "#define VAL 2\n");
+  EXPECT_FALSE(same_as_uncached(s, "edited").from_cache);
+}
+
+TEST_F(Differential, AHeaderCreatedEarlierInTheSearchPathShadowsTheOldOne) {
+  InDir in(work);
+  ASSERT_EQ(::mkdir("a", 0700), 0);
+  ASSERT_EQ(::mkdir("b", 0700), 0);
+  write_aged("b/h.h", "#define VAL 1\n");
+  Source s;
+  s.text = "#include <h.h>\n__global__ void k(int *x) { *x = VAL; }\n";
+  s.options = {"-arch=sm_90", "-Ia", "-I", "b"};
+  same_as_uncached(s, "first");
+  write_aged("a/h.h", "#define VAL 2\n");
+  EXPECT_FALSE(same_as_uncached(s, "new shadowing header").from_cache);
+  ASSERT_EQ(::unlink("a/h.h"), 0);
+  same_as_uncached(s, "shadow removed");
+  ASSERT_EQ(::unlink("b/h.h"), 0);
+  const Outcome gone = same_as_uncached(s, "header removed");
+  EXPECT_EQ(gone.status, PCACHE_ERR_COMPILE);
+}
+
+TEST_F(Differential, AbsoluteAndParentRelativeIncludes) {
+  InDir in(work);
+  ASSERT_EQ(::mkdir("sub", 0700), 0);
+  write_aged("up.h", "#define UP 1\n");
+  write_aged(d / "abs.h", "#define ABS 1\n");
+  Source s;
+  s.name = "sub/k.cu";
+  s.text = "#include \"../up.h\"\n#include \"" + (d / "abs.h") +
+           "\"\n__global__ void k(int *x) { *x = UP + ABS; }\n";
+  same_as_uncached(s, "first");
+  write_aged("up.h", "#define UP 5\n");
+  EXPECT_FALSE(same_as_uncached(s, "../ edited").from_cache);
+  write_aged(d / "abs.h", "#define ABS 7\n");
+  EXPECT_FALSE(same_as_uncached(s, "absolute edited").from_cache);
+}
+
+TEST_F(Differential, IncludeNextAndHasIncludeAndPreInclude) {
+  InDir in(work);
+  ASSERT_EQ(::mkdir("a", 0700), 0);
+  ASSERT_EQ(::mkdir("b", 0700), 0);
+  write_aged("a/x.h", "#include_next <x.h>\n#define XA 1\n");
+  write_aged("b/x.h", "#define XB 1\n");
+  write_aged("pre.h", "#define PRE 1\n");
+  Source s;
+  s.text =
+      "#include <x.h>\n#if __has_include(\"opt.h\")\n#define OPT 100\n#else\n#define OPT 0\n"
+      "#endif\n__global__ void k(int *x) { *x = XA + XB + OPT + PRE; }\n";
+  s.options = {"-arch=sm_90", "-Ia", "-Ib", "-include", "pre.h"};
+  same_as_uncached(s, "first");
+  write_aged("b/x.h", "#define XB 2\n");
+  EXPECT_FALSE(same_as_uncached(s, "include_next target edited").from_cache);
+  write_aged("opt.h", "\n");
+  EXPECT_FALSE(same_as_uncached(s, "__has_include target created").from_cache);
+  write_aged("pre.h", "#define PRE 3\n");
+  EXPECT_FALSE(same_as_uncached(s, "pre-include edited").from_cache);
+}
+
+TEST_F(Differential, InMemoryHeaderAndToolkitHeaders) {
+  InDir in(work);
+  write_aged("h.h", "#define VAL 1\n");
+  Source s;
+  s.text =
+      "#include \"h.h\"\n#include <cuda/std/type_traits>\n#include <cuda_fp16.h>\n"
+      "__global__ void k(int *x) { *x = VAL + cuda::std::is_same<int, int>::value; }\n";
+  s.headers = {{"h.h", "#define VAL 40\n"}};
+  s.options = {"-arch=sm_90", "-I/usr/local/cuda/include/cccl", "-I/usr/local/cuda/include"};
+  EXPECT_EQ(same_as_uncached(s, "first").status, PCACHE_OK);
+  EXPECT_TRUE(same_as_uncached(s, "again").from_cache);
+  s.headers = {{"h.h", "#define VAL 41\n"}};
+  EXPECT_FALSE(same_as_uncached(s, "in-memory header edited").from_cache);
+}
+
+TEST_F(Differential, TimeMacrosAndComputedIncludesAreCompiledButNeverStored) {
+  InDir in(work);
+  write_aged("h.h", "#define STAMP __TIME__\n");
+  Source s;
+  s.text = kUsesVal;
+  s.text = "#include \"h.h\"\n__global__ void k(char *x) { *x = STAMP[7]; }\n";
+  for (int i = 0; i < 2; ++i) {
+    const Outcome o = compile(cache, s);
+    EXPECT_EQ(o.status, PCACHE_OK);
+    EXPECT_FALSE(o.from_cache);
+    EXPECT_NE(o.warning.find("__TIME__"), std::string::npos) << o.warning;
+  }
+  EXPECT_EQ(uncacheable(cache), 2u);
+  write_aged("v.h", "#define VAL 3\n");
+  s.text = "#define HDR \"v.h\"\n#include HDR\n__global__ void k(int *x) { *x = VAL; }\n";
+  EXPECT_FALSE(compile(cache, s).from_cache);
+  EXPECT_FALSE(compile(cache, s).from_cache);
+  EXPECT_EQ(uncacheable(cache), 4u);
+  s.extra_digest = "v.h is version 3";  // the caller vouches for what the scan cannot see
+  EXPECT_FALSE(compile(cache, s).from_cache);
+  EXPECT_TRUE(compile(cache, s).from_cache);
+  uint64_t n = 99;
+  ASSERT_EQ(pcache_count(cache, &n), PCACHE_OK);
+  EXPECT_EQ(n, 1u);
+}
+
+TEST_F(Differential, EmptyOutputIsACompileErrorAndNeverStored) {
+  Source s;
+  s.text = "__global__ void k(int *x) { *x = 1; }\n";
+  s.options = {"-arch=sm_90", "-dlto"};
+  s.target = PCACHE_TARGET_PTX;
+  for (int i = 0; i < 2; ++i) {
+    const Outcome o = same_as_uncached(s, "ptx with -dlto");
+    EXPECT_EQ(o.status, PCACHE_ERR_COMPILE);
+    EXPECT_NE(o.warning.find("produced no PTX"), std::string::npos) << o.warning;
+  }
+  uint64_t n = 99;
+  ASSERT_EQ(pcache_count(cache, &n), PCACHE_OK);
+  EXPECT_EQ(n, 0u);
+}
+
+TEST_F(Differential, ASpellingNvrtcRejectsFailsWarmAsCold) {
+  Source good, bad;
+  good.text = bad.text = "__global__ void k(int *x) { *x = 1; }\n";
+  good.options = {"-arch=sm_90", "-std=c++17"};
+  bad.options = {"-arch=sm_90", "-std", "c++17"};
+  EXPECT_EQ(same_as_uncached(good, "accepted").status, PCACHE_OK);
+  EXPECT_NE(same_as_uncached(bad, "rejected, warm cache").status, PCACHE_OK);
+}
+
+// Two handles in one process miss one key at once: each gets the result stored in its own cache.
+TEST_F(Differential, SingleFlightIsPerHandle) {
+  Handle other("sqlite:" + (d / "other.db"));
+  Source s;
+  s.text = "__global__ void k(int *x) { *x = 12345; }\n";
+  std::thread a([&] { EXPECT_EQ(compile(cache, s).status, PCACHE_OK); });
+  std::thread b([&] { EXPECT_EQ(compile(other, s).status, PCACHE_OK); });
+  a.join();
+  b.join();
+  for (pcache *c : {static_cast<pcache *>(cache), static_cast<pcache *>(other)}) {
+    uint64_t n = 0;
+    ASSERT_EQ(pcache_count(c, &n), PCACHE_OK);
+    EXPECT_EQ(n, 1u);
+    EXPECT_TRUE(compile(c, s).from_cache);
+  }
+}
+
+TEST_F(Differential, PcacheDisableCompilesAndStoresNothing) {
+  Source s;
+  s.text = "__global__ void k(int *x) { *x = 3; }\n";
+  {
+    ScopedEnv off("PCACHE_DISABLE", "1");
+    const Outcome o = compile(cache, s);
+    EXPECT_EQ(o.status, PCACHE_OK);
+    EXPECT_FALSE(o.from_cache);
+  }
+  uint64_t n = 99;
+  ASSERT_EQ(pcache_count(cache, &n), PCACHE_OK);
+  EXPECT_EQ(n, 0u);
+}
+
+}  // namespace
