@@ -308,6 +308,80 @@ void BM_Compile(benchmark::State &st, bool hit) {
   pcache_close(c);
 }
 
+// A kernel that includes CCCL and cuda_fp16.h from the toolkit with -I: its key covers the whole
+// header closure (211 files with CUDA 13.0), found by the include scan and vouched for by the
+// stat-keyed memo on a hit.
+const char kToolkitKernel[] =
+    "#include <cuda/std/type_traits>\n#include <cuda/std/cstdint>\n#include <cuda_fp16.h>\n"
+    "__global__ void k(int *x) { *x = cuda::std::is_same<int, cuda::std::int32_t>::value; }\n";
+const char *const kToolkitOptions[] = {"-arch=sm_90", "-I/usr/local/cuda/include/cccl",
+                                       "-I/usr/local/cuda/include"};
+
+pcache_program toolkit_program() {
+  pcache_program p;
+  std::memset(&p, 0, sizeof p);
+  p.struct_size = sizeof p;
+  p.name = "toolkit.cu";
+  p.source = kToolkitKernel;
+  p.options = kToolkitOptions;
+  p.num_options = 3;
+  return p;
+}
+
+void BM_CompileHitToolkitHeaders(benchmark::State &st) {
+  Dir d("compile-toolkit");
+  pcache *c = open_cache("sqlite:" + d.path + "/cache.db");
+  const pcache_program p = toolkit_program();
+  for (int i = 0; i < 2; ++i) {  // the miss, then one hit that fills the memos
+    pcache_compiled *r = nullptr;
+    if (pcache_compile(c, &p, &r) != PCACHE_OK) st.SkipWithError(pcache_last_error());
+    pcache_compiled_free(r);
+  }
+  for (auto _ : st) {
+    pcache_compiled *r = nullptr;
+    if (pcache_compile(c, &p, &r) != PCACHE_OK || !pcache_compiled_from_cache(r))
+      st.SkipWithError("not a hit");
+    pcache_compiled_free(r);
+  }
+  pcache_close(c);
+}
+
+// The floor for the row above: stat() every header of the closure, then a hit of a kernel that
+// includes nothing. The closure is listed by `progcache deps` (the same scan).
+void BM_StatClosurePlusHeaderlessHit(benchmark::State &st) {
+  Dir d("compile-floor");
+  const std::string kernel = d.path + "/toolkit.cu";
+  { std::ofstream(kernel) << kToolkitKernel; }
+  std::string cmd = std::string(PCACHE_CLI) + " --cache memory: deps " + kernel + " --";
+  for (int i = 1; i < 3; ++i) cmd += std::string(" ") + kToolkitOptions[i];
+  std::vector<std::string> closure;
+  if (FILE *f = ::popen(cmd.c_str(), "r")) {
+    char line[4096];
+    while (std::fgets(line, sizeof line, f))
+      if (std::strncmp(line, "present ", 8) == 0)
+        closure.emplace_back(line + 8, std::strcspn(line + 8, "\n"));
+    ::pclose(f);
+  }
+  if (closure.empty()) st.SkipWithError("progcache deps listed no header");
+  pcache *c = open_cache("sqlite:" + d.path + "/cache.db");
+  const std::string base = kernels_source();
+  const char *options[] = {"-arch=sm_90", "--std=c++17"};
+  const pcache_program p = benchutil::kernels_program(base, options);
+  pcache_compiled *r = nullptr;
+  for (int i = 0; i < 2; ++i) {
+    if (pcache_compile(c, &p, &r) != PCACHE_OK) st.SkipWithError(pcache_last_error());
+    pcache_compiled_free(r);
+  }
+  for (auto _ : st) {
+    struct stat sb;
+    for (const std::string &path : closure) benchmark::DoNotOptimize(::stat(path.c_str(), &sb));
+    if (pcache_compile(c, &p, &r) != PCACHE_OK) st.SkipWithError(pcache_last_error());
+    pcache_compiled_free(r);
+  }
+  st.counters["closure_files"] = double(closure.size());
+  pcache_close(c);
+}
+
 // ---- concurrency, memory ---------------------------------------------------------------------
 
 void BM_ConcurrentHits(benchmark::State &st, const char *backend) {
@@ -403,6 +477,8 @@ BENCHMARK(BM_RawBlake2b)->Arg(1 << 10)->Arg(64 << 10)->Arg(1 << 20);
 BENCHMARK(BM_MakeKey)->Arg(1 << 10)->Arg(64 << 10)->Arg(1 << 20);
 BENCHMARK_CAPTURE(BM_Compile, miss, false)->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_Compile, hit, true)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_StatClosurePlusHeaderlessHit)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_CompileHitToolkitHeaders)->Unit(benchmark::kMicrosecond);
 BENCHMARK_CAPTURE(BM_ConcurrentHits, sqlite, "sqlite")->Threads(1)->Threads(2)->UseRealTime();
 BENCHMARK_CAPTURE(BM_ConcurrentHits, filestream, "filestream")
     ->Threads(1)

@@ -36,6 +36,8 @@ constexpr const char *kUsage =
     "  compile FILE.cu [--arch sm_90] [--target cubin|ptx|ltoir] [-o OUT]\n"
     "                  [--name-expression EXPR]... [-- NVRTC options...]\n"
     "                            compile through the cache; prints hit or miss and the time\n"
+    "  deps FILE.cu [same options as compile]\n"
+    "                            list the header paths the key covers (found or absent)\n"
     "  explain FILE.cu [same options as compile]\n"
     "                            say why it would miss: which key field differs from the\n"
     "                            closest stored entry of the same program name\n"
@@ -76,6 +78,11 @@ const std::map<std::string, std::string> kCommandHelp = {
      "quoted includes are found beside it; -I DIR and other NVRTC options go after --.\n"
      "--arch defaults to sm_90 for cubin targets when no -arch option is given.\n"
      "Prints 'hit' or 'miss', the time taken, the binary's size and key; -o writes the binary.\n"},
+    {"deps",
+     "usage: progcache deps FILE.cu [compile options]\n"
+     "Lists what the key of FILE covers on disk, in the order NVRTC would look: 'present PATH'\n"
+     "for each header read, 'absent PATH' for each place looked at that held nothing (creating\n"
+     "a file there changes the key). Exit status 1 if the program cannot be cached, with why.\n"},
     {"explain",
      "usage: progcache explain FILE.cu [compile options]\n"
      "Derives FILE's key as compile would and, on a miss, names every key field that\n"
@@ -303,6 +310,19 @@ void print_key_differences(const std::vector<std::pair<std::string, std::string>
     else
       std::printf("  %-18s stored %s (absent now)\n", f.c_str(), v.c_str());
   }
+}
+
+int cmd_deps(Cache &cache, const std::vector<std::string> &args) {
+  const CompileArgs c = parse_compile_args(args);
+  std::vector<std::string> storage;
+  std::string source;
+  const ProgramDesc p = make_program(c, storage, source);
+  const PreparedCompile prepared = prepare_compile(&cache, p);
+  for (const HeaderDependency &d : prepared.context.dependencies)
+    std::printf("%s %s\n", d.present ? "present" : "absent ", d.path.c_str());
+  if (prepared.uncacheable.empty()) return 0;
+  std::printf("uncacheable: %s\n", prepared.uncacheable.c_str());
+  return 1;
 }
 
 int cmd_explain(Cache &cache, const std::vector<std::string> &args) {
@@ -544,6 +564,7 @@ int run(int argc, char **argv) {
   };
   if (command == "compile") return cmd_compile(*cache, rest);
   if (command == "explain") return cmd_explain(*cache, rest);
+  if (command == "deps") return cmd_deps(*cache, rest);
   if (command == "stats") return need(0), cmd_stats(*cache);
   if (command == "ls") return need(0), cmd_ls(*cache);
   if (command == "verify") return need(0), cmd_verify(*cache);

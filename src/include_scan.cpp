@@ -453,7 +453,7 @@ class Scanner {
     struct stat st;
     const int rc = ::stat(path.c_str(), &st);
     if (rc == 0 && S_ISREG(st.st_mode)) {
-      facts = facts_of(path, &dep);
+      facts = facts_of(path, st, &dep);
       dep.present = facts != nullptr;
     } else if (rc != 0 && errno != ENOENT && errno != ENOTDIR && errno != ENAMETOOLONG) {
       fail("cannot check header '" + path + "': " + std::strerror(errno));
@@ -465,13 +465,7 @@ class Scanner {
   }
 
   // The facts of an existing file, from the memos when its stat vouches for them.
-  FactsPtr facts_of(const std::string &path, HeaderDependency *dep) {
-    Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-    struct stat st;
-    if (!fd || ::fstat(fd.get(), &st) != 0) {
-      fail("cannot read header '" + path + "': " + std::strerror(errno));
-      return nullptr;
-    }
+  FactsPtr facts_of(const std::string &path, const struct stat &st, HeaderDependency *dep) {
     dep->stat = StatIdentity::of(st);
     dep->recheck_content = dep->stat.is_racy();
     const std::string memo_key = dep->stat.text();
@@ -483,6 +477,17 @@ class Scanner {
       if (memos_)
         if (auto text = memos_->load_memo("header/" + memo_key))
           if (auto f = decode_facts(*text)) return remember(memo_key, std::move(*f), false);
+    }
+    // Read what the descriptor holds; if the file changed since the stat, key what was read.
+    Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    struct stat now;
+    if (!fd || ::fstat(fd.get(), &now) != 0) {
+      fail("cannot read header '" + path + "': " + std::strerror(errno));
+      return nullptr;
+    }
+    if (!(StatIdentity::of(now) == dep->stat)) {
+      dep->stat = StatIdentity::of(now);
+      dep->recheck_content = true;
     }
     if (dep->stat.size > kMaxHeaderBytes) {
       fail("header '" + path + "' is larger than 64 MiB");
@@ -497,7 +502,7 @@ class Scanner {
     FileFacts f = extract_facts(data);
     f.digest = content_digest(data);
     if (dep->recheck_content) return std::make_shared<const FileFacts>(std::move(f));
-    return remember(memo_key, std::move(f), true);
+    return remember(dep->stat.text(), std::move(f), true);
   }
 
   FactsPtr remember(const std::string &memo_key, FileFacts &&f, bool persist) {
@@ -525,8 +530,138 @@ class Scanner {
 
 }  // namespace
 
+namespace {
+
+// Manifests (ccache's direct mode): the scan of a program is a function of the program and of
+// the state of every path it probed. When each probed path still looks the same (present ones:
+// the same stat identity, not recently changed; absent ones: still absent), the earlier scan is
+// the answer, without parsing a header or resolving a name again.
+std::string manifest_name(const ProgramDesc &p) {
+  char cwd[4096];
+  std::string in = ::getcwd(cwd, sizeof cwd) ? cwd : "";
+  auto add = [&](std::string_view v) {
+    put_u32(in, uint32_t(v.size()));
+    in.append(v.data(), v.size());
+  };
+  add(p.name);
+  add(p.source.str());
+  for (std::string_view o : p.options) add(o);
+  in += '\0';
+  for (const auto &[n, t] : p.headers) {
+    add(n);
+    add(t);
+  }
+  in += p.extra_digest ? '\1' : '\0';
+  const ContentDigest d = content_digest(in);
+  return "manifest/" + to_hex(ByteView(d.data(), d.size()));
+}
+
+bool still_as_scanned(const std::vector<HeaderDependency> &deps) {
+  for (const HeaderDependency &dep : deps) {
+    struct stat st;
+    const bool present = ::stat(dep.path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+    if (present != dep.present) return false;
+    if (present && (dep.recheck_content || !(StatIdentity::of(st) == dep.stat) ||
+                    StatIdentity::of(st).is_racy()))
+      return false;
+  }
+  return true;
+}
+
+std::string encode_manifest(const IncludeScan &scan) {
+  std::string out = "PCM1";
+  put_u32(out, uint32_t(scan.uncacheable.size()));
+  out += scan.uncacheable;
+  out += char(scan.time_macros);
+  put_u32(out, uint32_t(scan.dependencies.size()));
+  for (const HeaderDependency &d : scan.dependencies) {
+    put_u32(out, uint32_t(d.path.size()));
+    out += d.path;
+    out += char(d.present);
+    out.append(reinterpret_cast<const char *>(d.digest.data()), d.digest.size());
+    for (uint64_t v : {d.stat.dev, d.stat.ino, d.stat.size, uint64_t(d.stat.mtime_ns),
+                       uint64_t(d.stat.ctime_ns)}) {
+      put_u32(out, uint32_t(v));
+      put_u32(out, uint32_t(v >> 32));
+    }
+  }
+  return out;
+}
+
+std::optional<IncludeScan> decode_manifest(std::string_view in) {
+  size_t at = 0;
+  auto take = [&](size_t n) -> std::optional<std::string_view> {
+    if (n > in.size() - at) return std::nullopt;
+    at += n;
+    return in.substr(at - n, n);
+  };
+  auto u32 = [&]() -> std::optional<uint32_t> {
+    auto b = take(4);
+    if (!b) return std::nullopt;
+    uint32_t v = 0;
+    for (int i = 0; i < 4; ++i) v |= uint32_t(uint8_t((*b)[i])) << (8 * i);
+    return v;
+  };
+  auto u64 = [&]() -> std::optional<uint64_t> {
+    auto lo = u32(), hi = lo ? u32() : std::nullopt;
+    if (!hi) return std::nullopt;
+    return uint64_t(*lo) | uint64_t(*hi) << 32;
+  };
+  IncludeScan scan;
+  auto magic = take(4);
+  auto why_size = magic && *magic == "PCM1" ? u32() : std::nullopt;
+  auto why = why_size ? take(*why_size) : std::nullopt;
+  auto time = why ? take(1) : std::nullopt;
+  auto count = time ? u32() : std::nullopt;
+  if (!count || *count > kMaxDependencies) return std::nullopt;
+  scan.uncacheable = std::string(*why);
+  scan.time_macros = (*time)[0] != 0;
+  for (uint32_t i = 0; i < *count; ++i) {
+    HeaderDependency d;
+    auto path_size = u32();
+    auto path = path_size ? take(*path_size) : std::nullopt;
+    auto present = path ? take(1) : std::nullopt;
+    auto digest = present ? take(32) : std::nullopt;
+    std::optional<uint64_t> v[5];
+    for (auto &x : v) x = digest ? u64() : std::nullopt;
+    if (!v[4]) return std::nullopt;
+    d.path = std::string(*path);
+    d.present = (*present)[0] != 0;
+    std::memcpy(d.digest.data(), digest->data(), 32);
+    d.stat = {*v[0], *v[1], *v[2], int64_t(*v[3]), int64_t(*v[4])};
+    scan.dependencies.push_back(std::move(d));
+  }
+  if (at != in.size()) return std::nullopt;
+  return scan;
+}
+
+std::mutex g_manifests_mutex;
+std::unordered_map<std::string, std::shared_ptr<const IncludeScan>> g_manifests;
+
+}  // namespace
+
 IncludeScan scan_includes(const ProgramDesc &program, MemoStore *memos) {
-  return Scanner(program, memos).run();
+  const std::string name = manifest_name(program);
+  std::shared_ptr<const IncludeScan> earlier;
+  {
+    std::lock_guard lock(g_manifests_mutex);
+    if (auto it = g_manifests.find(name); it != g_manifests.end()) earlier = it->second;
+  }
+  if (!earlier && memos)
+    if (auto text = memos->load_memo(name))
+      if (auto m = decode_manifest(*text)) earlier = std::make_shared<const IncludeScan>(*m);
+  if (earlier && still_as_scanned(earlier->dependencies)) return *earlier;
+  IncludeScan scan = Scanner(program, memos).run();
+  bool racy = false;
+  for (const HeaderDependency &d : scan.dependencies) racy |= d.recheck_content;
+  if (!racy) {
+    auto kept = std::make_shared<const IncludeScan>(scan);
+    if (memos) memos->save_memo(name, encode_manifest(*kept));
+    std::lock_guard lock(g_manifests_mutex);
+    if (g_manifests.size() > 10000) g_manifests.clear();  // bound a long-lived process
+    g_manifests[name] = std::move(kept);
+  }
+  return scan;
 }
 
 bool dependencies_unchanged(const IncludeScan &scan) {
