@@ -356,8 +356,8 @@ typedef struct pcache_program {
   uint32_t struct_size;   /* the caller's sizeof(pcache_program) */
   int32_t code_type;      /* PCACHE_CODE_* */
   int32_t target;         /* PCACHE_TARGET_* */
-  uint32_t nvrtc_version; /* NVRTC that compiles it: major*1000 + minor*10 (13.0 -> 13000); 0 =
-                             unknown */
+  uint32_t nvrtc_version; /* pcache_make_key only (pcache_compile identifies the NVRTC build
+                             itself): major*1000 + minor*10 (13.0 -> 13000); 0 = unknown */
   const char *
       name; /* program name (NVRTC resolves quoted includes against it); NULL = "default_program" */
   const char *source;         /* the code; required */
@@ -369,8 +369,8 @@ typedef struct pcache_program {
   size_t num_headers;
   const char *const *name_expressions; /* e.g. "my_kernel<float>"; order does not matter */
   size_t num_name_expressions;
-  const void *extra_digest; /* caller fingerprint of inputs the key cannot see (headers on -I paths,
-                               PCH); may be NULL */
+  const void *extra_digest; /* caller fingerprint of inputs the key cannot see (a computed
+                               #include, PCH); headers on disk are keyed without it; may be NULL */
   size_t extra_digest_size;
 } pcache_program;
 
@@ -378,13 +378,17 @@ typedef struct pcache_program {
  * Derives the PCACHE_KEY_SIZE-byte cache key of program into key_out (a caller buffer of at
  * least PCACHE_KEY_SIZE bytes). The key is BLAKE2b (OpenSSL) over a tag-and-length encoding of
  * every field plus a key-schema version; under OpenSSL FIPS mode, which has no BLAKE2b, SHA-256
- * under a distinct schema tag. Equivalent option spellings give one key (docs/keys.md lists the
- * canonicalisations).
- * Refused with PCACHE_ERR_INVALID_ARG (message says which): options that make NVRTC read files
- * the key cannot see (-I/--include-path, -include/--pre-include, --use-pch, --pch-dir, --pch) or a
- * program name with a directory part, unless extra_digest is given; options with side effects
- * (--create-pch, --time, --fdevice-time-trace) always; an unknown code_type/target; NULL source.
- * Thread safety: pure function of its inputs; safe from any thread.
+ * under a distinct schema tag. Spellings NVRTC treats alike give one key (docs/keys.md lists the
+ * canonicalisations). The headers the source includes from disk (found as NVRTC finds them:
+ * beside the program name, on -I paths, absolute paths) are read and their contents keyed, as
+ * are the places NVRTC would look that hold nothing. program->nvrtc_version is keyed as given:
+ * this key does not identify the NVRTC build, so it differs from pcache_compile()'s.
+ * Refused with PCACHE_ERR_INVALID_ARG (message says which): precompiled-header options (--pch,
+ * --use-pch, --pch-dir) unless extra_digest is given; options with side effects (--create-pch,
+ * --time, --fdevice-time-trace) always; a program whose output cannot be keyed (__DATE__,
+ * __TIME__, __TIMESTAMP__; a computed #include without extra_digest; an unreadable header); an
+ * unknown code_type/target; NULL source.
+ * Thread safety: safe from any thread; reads the included headers from disk.
  * Returns PCACHE_OK, PCACHE_ERR_INVALID_ARG, PCACHE_ERR_NO_MEMORY, PCACHE_ERR_INTERNAL.
  */
 PCACHE_API pcache_status pcache_make_key(const pcache_program *program, uint8_t *key_out);
@@ -395,15 +399,23 @@ PCACHE_API pcache_status pcache_make_key(const pcache_program *program, uint8_t 
 typedef struct pcache_compiled pcache_compiled;
 
 /**
- * Compiles program with NVRTC through cache: derives the key (filling in the NVRTC version
- * itself; program->nvrtc_version is ignored), returns the stored binary on a hit without loading
- * NVRTC, otherwise compiles, stores the binary with its metadata (lowered names, log, compile
- * time), and returns it. When several threads or processes, or machines sharing a Redis tier,
- * miss the same key at once, one compiles and the others wait for its result (bounded; past the
- * bound they compile themselves).
+ * Compiles program with NVRTC through cache: derives the key, returns the stored binary on a hit
+ * without loading NVRTC, otherwise compiles, stores the binary with its metadata (lowered names,
+ * log, compile time), and returns it. When several threads or processes, or machines sharing a
+ * Redis tier, miss the same key at once, one compiles and the others wait for its result
+ * (bounded; past the bound they compile themselves); threads wait only for a compile on the
+ * same handle.
+ * A hit is always what a compile without the cache would return now (docs/keys.md): the key
+ * covers the exact NVRTC build (the GNU build-ids of libnvrtc and its builtins library, read from
+ * the files; program->nvrtc_version is ignored), the headers NVRTC would read from disk and the
+ * places it would look that are empty, and the working directory when -G/-lineinfo embed it.
  * NVRTC is found without loading it ($PCACHE_NVRTC_LIBRARY, else the newest libnvrtc.so.N in
- * the CUDA and system library directories) and identified by its file (path, size, mtime,
- * inode); the file's NVRTC version is remembered in the cache.
+ * the CUDA and system library directories).
+ * Uncacheable programs are compiled and returned but never stored, with a warning in
+ * pcache_last_error() and pcache_stats.uncacheable counting them: __DATE__/__TIME__/__TIMESTAMP__
+ * in the source or a header, a computed #include without extra_digest, a header that changed
+ * during the compile. A compile that produces no output (a PTX target with -dlto) is
+ * PCACHE_ERR_COMPILE.
  *
  * cache may be NULL to compile without caching; $PCACHE_DISABLE=1 has the same effect.
  * Only CUDA C++ input is compiled (PCACHE_CODE_CXX); PTX and NVVM IR input give
@@ -414,7 +426,8 @@ typedef struct pcache_compiled pcache_compiled;
  * On any other error *out is NULL.
  * Ownership: *out belongs to the caller; release it with pcache_compiled_free().
  * Thread safety: safe to call concurrently, on one cache or several.
- * Returns PCACHE_OK; PCACHE_ERR_COMPILE; PCACHE_ERR_INVALID_ARG (as pcache_make_key, NULL out);
+ * Returns PCACHE_OK; PCACHE_ERR_COMPILE; PCACHE_ERR_INVALID_ARG (refused options as in
+ * pcache_make_key, NULL out, a closed handle);
  * PCACHE_ERR_UNSUPPORTED; PCACHE_ERR_CUDA_UNAVAILABLE (no loadable NVRTC; the message lists the
  * paths tried); PCACHE_ERR_NO_MEMORY; PCACHE_ERR_IO/BUSY from the cache on a lookup (a failed
  * store after a successful compile is only a warning in pcache_last_error()); PCACHE_ERR_INTERNAL.
