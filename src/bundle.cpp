@@ -1,5 +1,6 @@
 #include "bundle.hpp"
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -68,8 +69,12 @@ BundleProgress export_bundle(Cache &cache, const std::string &path,
                              const std::function<void(const BundleProgress &)> &progress) {
   const bool to_stdout = path == "-";
   const std::string tmp = to_stdout ? "" : path + ".tmp." + std::to_string(::getpid());
-  File f(to_stdout ? stdout : std::fopen(tmp.c_str(), "wbx"),
+  // Created 0600, like the cache: a bundle holds every entry.
+  const int fd =
+      to_stdout ? -1 : ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  File f(to_stdout ? stdout : (fd >= 0 ? ::fdopen(fd, "wb") : nullptr),
          to_stdout ? [](FILE *) { return 0; } : std::fclose);
+  if (!to_stdout && fd >= 0 && !f) ::close(fd);
   if (!f) throw_errno("cannot create " + tmp);
   BundleProgress p;
   Ticker ticker(progress);
@@ -134,6 +139,14 @@ Blob read_record(FILE *f, uint64_t len, const std::string &path) {
   return Blob::copy_of(bytes);
 }
 
+// The largest payload an import will inflate: the cache's cap, the backend's limit, and never
+// more than 2 GiB (a bundle is a file anyone may hand us).
+uint64_t import_limit(Cache &cache) {
+  uint64_t limit = std::min<uint64_t>(cache.backend().max_payload_size(), uint64_t(2) << 30);
+  if (cache.max_size_bytes()) limit = std::min(limit, cache.max_size_bytes());
+  return limit;
+}
+
 // Reads the records after the header up to the end marker, storing the good ones.
 void read_records(Cache &cache, FILE *f, const std::string &path, BundleProgress &p, Ticker &ticker,
                   const std::function<void(const std::string &)> &reject) {
@@ -163,6 +176,14 @@ void read_records(Cache &cache, FILE *f, const std::string &path, BundleProgress
     std::string why;
     auto parts = parse_entry(record.view(), &why);
     if (parts) parts = decode_entry(record.view(), parts->key, true, &why, cache.mac());
+    // A record may declare a size it would inflate to (a zstd bomb): refuse what this cache
+    // could never store before allocating for it.
+    if (parts && parts->payload_size > import_limit(cache)) {
+      why = "it declares " + std::to_string(parts->payload_size) +
+            " bytes of payload, more than this cache can store (" +
+            std::to_string(import_limit(cache)) + ")";
+      parts.reset();
+    }
     std::optional<Blob> plain;
     if (parts && parts->compressed) {
       plain = inflate_entry(*parts, &why);

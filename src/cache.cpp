@@ -259,6 +259,7 @@ void Cache::count_op() {
 }
 
 void Cache::flush_counters() {
+  if (!backend_) return;  // the backend failed to open (its constructor threw)
   PersistentCounters d;
   d.hits = int64_t(pending_hits_.exchange(0));
   d.misses = int64_t(pending_misses_.exchange(0));

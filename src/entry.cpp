@@ -132,6 +132,10 @@ Blob encode_entry(ByteView key, ByteView meta, ByteView payload, const MacKey *m
                   int compress_level) {
   const size_t pad = padding_for(key, meta);
   const size_t prefix = kEntryHeaderSize + key.size + meta.size + pad;
+  // A record must fit in memory with its header: a size near SIZE_MAX would wrap the sum.
+  if (payload.size > SIZE_MAX / 2 - prefix || key.size > UINT32_MAX || meta.size > UINT32_MAX)
+    throw Error(Status::too_large,
+                "value of " + std::to_string(payload.size) + " bytes is too large to store");
   const uint16_t mac_flag = mac ? kFlagMac : 0;
   if (compress_level > 0 && payload.size >= kMinCompressSize) {
     const size_t bound = ZSTD_compressBound(payload.size);

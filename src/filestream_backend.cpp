@@ -170,14 +170,10 @@ void FileStreamBackend::reap_stale_temp_files() {
   for_each_name(tmp_fd_.get(), [&](const std::string &name) {
     struct stat st;
     if (::fstatat(tmp_fd_.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return;
-    bool stale = now - mtime_ns(st) > stale_tmp_seconds_ * 1000000000;
-    // "<host>.<pid>.<seq>.<rand>.tmp": a writer on this host whose process is gone owns nothing.
-    const size_t dot = name.find('.');
-    if (!stale && dot != std::string::npos && name.substr(0, dot) == tmp_prefix_) {
-      const long pid = std::atol(name.c_str() + dot + 1);
-      if (pid > 0 && ::kill(pid_t(pid), 0) != 0 && errno == ESRCH) stale = true;
-    }
-    if (stale) ::unlinkat(tmp_fd_.get(), name.c_str(), 0);
+    // By age alone: a process id says nothing across PID namespaces (containers sharing the
+    // directory), where kill(pid, 0) would call a live writer dead and delete its file.
+    if (now - mtime_ns(st) > stale_tmp_seconds_ * 1000000000)
+      ::unlinkat(tmp_fd_.get(), name.c_str(), 0);
   });
 }
 

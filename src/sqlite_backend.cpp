@@ -4,6 +4,7 @@
 #include <sqlite3.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -25,7 +26,7 @@ constexpr const char *kSql[] = {
     "SELECT size FROM entries WHERE key = ?1",
     "INSERT OR REPLACE INTO entries(key, record, size, atime, used_at) VALUES(?1, ?2, ?3, ?4, ?5)",
     "DELETE FROM entries WHERE key = ?1 RETURNING size",
-    "SELECT key, size FROM entries ORDER BY atime LIMIT 32",
+    "SELECT rowid, key FROM entries ORDER BY atime LIMIT 32",
     "SELECT value FROM meta WHERE name = ?1",
     "INSERT OR REPLACE INTO meta(name, value) VALUES(?1, ?2)",
     "BEGIN IMMEDIATE",
@@ -38,6 +39,8 @@ constexpr const char *kSql[] = {
     "INSERT OR REPLACE INTO memo(name, record) VALUES(?1, ?2)",
     "DELETE FROM memo WHERE rowid IN (SELECT rowid FROM memo ORDER BY rowid LIMIT"
     " max(0, (SELECT count(*) FROM memo) - ?1))",
+    "DELETE FROM entries WHERE rowid = ?1 RETURNING size",
+    "SELECT count(*), total(max(size, 0)) FROM entries",
 };
 
 constexpr size_t kFlushAfterTouches = 128;
@@ -75,6 +78,10 @@ SqliteBackend::~SqliteBackend() {
     }
   }
   disconnect(pid_ != ::getpid());
+}
+
+const char *SqliteBackend::sql_text(Stmt s) {
+  return kSql[s];
 }
 
 sqlite3_stmt *SqliteBackend::stmt(Stmt s) {
@@ -133,35 +140,64 @@ void SqliteBackend::maybe_flush_touches_locked() {
   }
 }
 
+void SqliteBackend::recount_locked(int64_t &total, int64_t &count) {
+  StmtScope q{stmt(kRecount)};
+  const int rc = sqlite3_step(q.s);
+  if (rc != SQLITE_ROW) fail(rc, "cannot recount the entries");
+  count = sqlite3_column_int64(q.s, 0);
+  total = int64_t(sqlite3_column_double(q.s, 1));
+  if (config_.events) config_.events->corrupt.fetch_add(1, std::memory_order_relaxed);
+}
+
+// Deletes least-recently-used rows (by rowid: a row whose key has another type, or an index that
+// no longer finds it, is deleted all the same) until the total fits the cap. Only rows actually
+// deleted count; totals that disagree with the table (negative, or over the cap with nothing
+// left to delete) are recounted once. Each pass deletes a row or ends the loop.
 void SqliteBackend::evict_locked(int64_t &total, int64_t &count, ByteView keep) {
-  while (config_.max_size_bytes && static_cast<uint64_t>(total) > config_.max_size_bytes) {
-    std::vector<std::pair<std::string, int64_t>> oldest;
+  if (!config_.max_size_bytes) return;
+  bool recounted = false;
+  if (total < 0 || count < 0) {
+    recount_locked(total, count);
+    recounted = true;
+  }
+  while (uint64_t(total) > config_.max_size_bytes) {
+    std::vector<int64_t> oldest;
     {
       StmtScope q{stmt(kOldest)};
       int rc;
       while ((rc = sqlite3_step(q.s)) == SQLITE_ROW) {
-        const auto *k = static_cast<const char *>(sqlite3_column_blob(q.s, 0));
-        oldest.emplace_back(std::string(k ? k : "", sqlite3_column_bytes(q.s, 0)),
-                            sqlite3_column_int64(q.s, 1));
+        const bool is_keep =
+            sqlite3_column_type(q.s, 1) == SQLITE_BLOB &&
+            ByteView(sqlite3_column_blob(q.s, 1), size_t(sqlite3_column_bytes(q.s, 1))) == keep;
+        if (!is_keep) oldest.push_back(sqlite3_column_int64(q.s, 0));
       }
       if (rc != SQLITE_DONE) fail(rc, "cannot find entries to evict");
     }
     bool progressed = false;
-    for (const auto &[k, sz] : oldest) {
-      if (ByteView(k) == keep) continue;
-      StmtScope d{stmt(kDelete)};
-      sqlite3_bind_blob(d.s, 1, k.data(), static_cast<int>(k.size()), SQLITE_STATIC);
+    for (const int64_t rowid : oldest) {
+      StmtScope d{stmt(kDeleteRow)};
+      sqlite3_bind_int64(d.s, 1, rowid);
       int rc;
+      bool deleted = false;
+      int64_t freed = 0;
       while ((rc = sqlite3_step(d.s)) == SQLITE_ROW) {
+        deleted = true;
+        freed = std::max<int64_t>(0, sqlite3_column_int64(d.s, 0));
       }
       if (rc != SQLITE_DONE) fail(rc, "cannot evict an entry");
-      total -= sz;
+      if (!deleted) continue;
+      total -= freed;
       --count;
       progressed = true;
       if (config_.events) config_.events->evictions.fetch_add(1, std::memory_order_relaxed);
-      if (static_cast<uint64_t>(total) <= config_.max_size_bytes) break;
+      if (total < 0 || uint64_t(total) <= config_.max_size_bytes) break;
     }
-    if (!progressed) break;
+    if (total < 0 || (!progressed && !recounted)) {
+      recount_locked(total, count);
+      recounted = true;
+    } else if (!progressed) {
+      break;
+    }
   }
 }
 

@@ -2,6 +2,8 @@
 // processes and threads. See docs/backends.md for the schema and guarantees.
 #pragma once
 
+#include <sys/types.h>
+
 #include <chrono>
 #include <mutex>
 #include <string>
@@ -55,16 +57,25 @@ class SqliteBackend final : public Backend {
     kMemoGet,
     kMemoPut,
     kMemoTrim,
+    kDeleteRow,
+    kRecount,
     kStmtCount
   };
 
   void connect();
+  void open_connection();
+  // Renames a database that cannot be repaired in place (and its -wal/-shm) to
+  // PATH.corrupt-<time>, then connects to a fresh one. Serialised across processes by a lock
+  // file; does nothing but reconnect if another process already did it.
+  void move_aside(const std::string &why);
+  void check_schema_statements();
   void disconnect(bool abandon);
   void ensure_process();
   void init_schema();
   void set_journal_mode();
   void reset_database(const std::string &why);
   sqlite3_stmt *stmt(Stmt s);
+  static const char *sql_text(Stmt s);
   // Runs fn inside BEGIN IMMEDIATE ... COMMIT, retrying busy answers until the deadline and
   // resetting the database (then retrying once) if it turns out corrupt.
   template <typename Fn>
@@ -77,6 +88,7 @@ class SqliteBackend final : public Backend {
   void flush_touches_locked();
   void maybe_flush_touches_locked();
   void evict_locked(int64_t &total, int64_t &count, ByteView keep);
+  void recount_locked(int64_t &total, int64_t &count);
 
   const BackendConfig config_;
   std::string path_;
@@ -88,6 +100,8 @@ class SqliteBackend final : public Backend {
   bool read_only_ = false;
   bool memo_table_ready_ = false;  // this connection made sure the memo table exists
   long pid_ = 0;
+  dev_t db_dev_ = 0;  // the database file this connection opened
+  ino_t db_ino_ = 0;
   // Recency of hits not yet written (a hit stays a read); flushed in order before any write.
   std::vector<std::string> pending_touches_;
   std::chrono::steady_clock::time_point first_pending_;

@@ -1,5 +1,7 @@
 #include <fcntl.h>
 #include <sqlite3.h>
+#include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -53,6 +55,35 @@ void SqliteBackend::fail(int rc, const std::string &what) {
 }
 
 void SqliteBackend::connect() {
+  try {
+    open_connection();
+  } catch (const DamagedDatabase &e) {
+    move_aside(e.what());
+  }
+}
+
+void SqliteBackend::move_aside(const std::string &why) {
+  disconnect(false);
+  make_dirs(lock_dir());
+  Fd lock(::open((lock_dir() + "/recover.lock").c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC,
+                 0600));
+  if (lock) ::flock(lock.get(), LOCK_EX);
+  struct stat st;
+  if (::stat(path_.c_str(), &st) == 0 && st.st_dev == db_dev_ && st.st_ino == db_ino_) {
+    const std::string aside = path_ + ".corrupt-" + std::to_string(::time(nullptr));
+    if (::rename(path_.c_str(), aside.c_str()) != 0)
+      throw_errno("cannot move the damaged cache database '" + path_ + "' aside");
+    // The old WAL and shared memory belong to the old file: a new database must not read them.
+    for (const char *suffix : {"-wal", "-shm", "-journal"})
+      ::rename((path_ + suffix).c_str(), (aside + suffix).c_str());
+    if (config_.events) config_.events->corrupt.fetch_add(1, std::memory_order_relaxed);
+    set_thread_warning("cache database '" + path_ + "' was damaged (" + why + "); moved to '" +
+                       aside + "' and a new one created");
+  }
+  open_connection();
+}
+
+void SqliteBackend::open_connection() {
   pid_ = ::getpid();
   const std::string dir = parent_dir(path_);
   make_dirs(dir);
@@ -90,6 +121,23 @@ void SqliteBackend::connect() {
     }
   }
   read_only_ = sqlite3_db_readonly(db_, "main") == 1;
+  if (struct stat st; ::stat(path_.c_str(), &st) == 0) {
+    db_dev_ = st.st_dev;
+    db_ino_ = st.st_ino;
+  }
+  // SQLite reads a file whose header names an unknown file-format version as read-only (write
+  // version) or not at all (read version), and VACUUM cannot reset it: only damage does that.
+  {
+    uint8_t header[20] = {};
+    Fd fd(::open(path_.c_str(), O_RDONLY | O_CLOEXEC));
+    if (fd && pread_all(fd.get(), header, sizeof header, 0) &&
+        std::memcmp(header, "SQLite format 3", 16) == 0 &&
+        (header[18] < 1 || header[18] > 2 || header[19] < 1 || header[19] > 2)) {
+      disconnect(false);
+      throw DamagedDatabase("file format versions " + std::to_string(header[18]) + "/" +
+                            std::to_string(header[19]) + " in the header");
+    }
+  }
   sqlite3_extended_result_codes(db_, 1);
   sqlite3_db_config(db_, SQLITE_DBCONFIG_DEFENSIVE, 1, nullptr);
   sqlite3_db_config(db_, SQLITE_DBCONFIG_TRUSTED_SCHEMA, 0, nullptr);
@@ -187,12 +235,34 @@ void SqliteBackend::init_schema() {
     if (rc != SQLITE_ROW) fail(rc, "cannot read the schema version");
     return v;
   };
+  auto pragma_int = [&](const char *sql) {
+    sqlite3_stmt *s = nullptr;
+    int rc = sqlite3_prepare_v2(db_, sql, -1, &s, nullptr);
+    const int v = rc == SQLITE_OK && sqlite3_step(s) == SQLITE_ROW ? sqlite3_column_int(s, 0) : 0;
+    sqlite3_finalize(s);
+    return v;
+  };
   const int version = user_version();
-  if (version > kSchemaVersion)
+  if (version > kSchemaVersion) {
+    if (pragma_int("PRAGMA application_id") != kApplicationIdBase + version)
+      throw DamagedDatabase("schema version " + std::to_string(version) +
+                            " without the application id a newer progcache writes with it");
     throw Error(Status::unsupported,
                 "cache database '" + path_ + "' has schema version " + std::to_string(version) +
                     ", written by a newer progcache (this one reads version " +
                     std::to_string(kSchemaVersion) + "); refusing to misread it");
+  }
+  if (version == kSchemaVersion) {
+    check_schema_statements();
+    if (!read_only_ && pragma_int("PRAGMA application_id") != kApplicationIdBase + version) {
+      write_txn([&] {  // databases from before application ids get theirs
+        const int rc = sqlite3_exec(
+            db_, ("PRAGMA application_id=" + std::to_string(kApplicationIdBase + version)).c_str(),
+            nullptr, nullptr, nullptr);
+        if (rc != SQLITE_OK) fail(rc, "cannot set the application id");
+      });
+    }
+  }
   if (version < kSchemaVersion) {
     if (read_only_)
       throw Error(Status::permission,
@@ -200,16 +270,35 @@ void SqliteBackend::init_schema() {
     // Older or foreign layout: rebuild (a cache can always be refilled).
     write_txn([&] {
       if (user_version() == kSchemaVersion) return;  // another process got here first
-      int rc = sqlite3_exec(db_, "DROP TABLE IF EXISTS entries; DROP TABLE IF EXISTS meta;"
+      int rc = sqlite3_exec(db_,
+                            "DROP TABLE IF EXISTS entries; DROP TABLE IF EXISTS meta;"
                             " DROP TABLE IF EXISTS memo;",
                             nullptr, nullptr, nullptr);
       if (rc != SQLITE_OK) fail(rc, "cannot drop the old schema");
       rc = sqlite3_exec(db_, kSchema, nullptr, nullptr, nullptr);
       if (rc != SQLITE_OK) fail(rc, "cannot create the schema");
-      rc = sqlite3_exec(db_, ("PRAGMA user_version=" + std::to_string(kSchemaVersion)).c_str(),
-                        nullptr, nullptr, nullptr);
+      rc = sqlite3_exec(
+          db_,
+          ("PRAGMA user_version=" + std::to_string(kSchemaVersion) +
+           "; PRAGMA application_id=" + std::to_string(kApplicationIdBase + kSchemaVersion))
+              .c_str(),
+          nullptr, nullptr, nullptr);
       if (rc != SQLITE_OK) fail(rc, "cannot set the schema version");
     });
+  }
+}
+
+// Every statement the backend runs must prepare against this database: a table or column that
+// is missing ("no such column: name") is damage, reset like any other.
+void SqliteBackend::check_schema_statements() {
+  for (int s = 0; s < kMemoGet; ++s) {
+    if (stmts_[s]) continue;
+    const int rc = sqlite3_prepare_v3(db_, sql_text(Stmt(s)), -1, SQLITE_PREPARE_PERSISTENT,
+                                      &stmts_[s], nullptr);
+    if (rc != SQLITE_OK) {
+      stmts_[s] = nullptr;
+      throw CorruptDatabase(std::string("the schema does not match: ") + sqlite3_errmsg(db_));
+    }
   }
 }
 
@@ -226,11 +315,8 @@ void SqliteBackend::reset_database(const std::string &why) {
   int rc = sqlite3_exec(db_, "VACUUM", nullptr, nullptr, nullptr);
   sqlite3_db_config(db_, SQLITE_DBCONFIG_RESET_DATABASE, 0, nullptr);
   sqlite3_db_config(db_, SQLITE_DBCONFIG_DEFENSIVE, 1, nullptr);
-  if (rc != SQLITE_OK) {
-    const std::string msg = sqlite3_errmsg(db_);
-    throw Error(Status::corrupt, "cache database '" + path_ + "' is corrupt (" + why +
-                                     ") and could not be reset: " + msg);
-  }
+  if (rc != SQLITE_OK)
+    throw DamagedDatabase(why + "; resetting it in place failed: " + sqlite3_errmsg(db_));
   if (config_.events) config_.events->corrupt.fetch_add(1, std::memory_order_relaxed);
   set_thread_warning("cache database '" + path_ + "' was corrupt (" + why +
                      "); it was reset to empty in place");

@@ -16,8 +16,9 @@ namespace progcache::sqlite_detail {
 // atime is a logical clock kept in meta, not wall time: the LRU order stays exact even for
 // touches within one second, and across processes (the clock advances inside write txns).
 constexpr const char *kSchema =
-    "CREATE TABLE entries(key BLOB PRIMARY KEY NOT NULL, record BLOB NOT NULL,"
-    " size INTEGER NOT NULL, atime INTEGER NOT NULL, used_at INTEGER NOT NULL);"
+    "CREATE TABLE entries(key BLOB PRIMARY KEY NOT NULL CHECK(typeof(key) = 'blob'),"
+    " record BLOB NOT NULL, size INTEGER NOT NULL CHECK(typeof(size) = 'integer' AND size >= 0),"
+    " atime INTEGER NOT NULL, used_at INTEGER NOT NULL);"
     "CREATE INDEX entries_by_atime ON entries(atime);"
     "CREATE TABLE meta(name TEXT PRIMARY KEY NOT NULL, value INTEGER NOT NULL);"
     "CREATE TABLE IF NOT EXISTS memo(name TEXT PRIMARY KEY NOT NULL, record BLOB NOT NULL);"
@@ -32,6 +33,16 @@ constexpr const char *kMemoSchema =
 struct CorruptDatabase : Error {
   explicit CorruptDatabase(const std::string &m) : Error(Status::corrupt, m) {}
 };
+
+// Damage that SQLite cannot reset in place (a flipped schema version, a file-format byte that
+// makes the file read-only): the file is moved aside and a fresh database created.
+struct DamagedDatabase : Error {
+  explicit DamagedDatabase(const std::string &m) : Error(Status::corrupt, m) {}
+};
+
+// PRAGMA application_id: "PC" and the schema version. A newer progcache writes both; a user_version
+// above ours without the matching application_id is a damaged header, not a newer database.
+constexpr int32_t kApplicationIdBase = 0x50430000;
 
 // Resets a statement when the scope ends, whatever happened.
 struct StmtScope {
@@ -71,7 +82,11 @@ inline auto SqliteBackend::with_recovery(Fn &&fn) -> decltype(fn()) {
   try {
     return fn();
   } catch (const sqlite_detail::CorruptDatabase &e) {
-    reset_database(e.what());
+    try {
+      reset_database(e.what());
+    } catch (const sqlite_detail::DamagedDatabase &d) {
+      move_aside(d.what());
+    }
     return fn();
   }
 }

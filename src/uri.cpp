@@ -97,7 +97,9 @@ Uri parse_uri(std::string_view text) {
 std::string redact_uri(std::string text) {
   for (size_t pos = text.find("://"); pos != std::string::npos; pos = text.find("://", pos + 3)) {
     const size_t start = pos + 3;
-    const size_t end = std::min(text.find_first_of("/?|", start), text.size());
+    // The userinfo ends at the last '@' before the query or the next tier, as the Redis URI
+    // parser reads it: a password may hold a raw '/'.
+    const size_t end = std::min(text.find_first_of("?|", start), text.size());
     const size_t at = text.rfind('@', end);
     if (at == std::string::npos || at < start) continue;
     const size_t colon = text.find(':', start);

@@ -1,8 +1,10 @@
 // SQLite backend: schema versions, corruption recovery in place, permissions, fork, busy.
 #include <gtest/gtest.h>
 #include <sqlite3.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 
+#include <csignal>
 #include <cstring>
 #include <thread>
 
@@ -62,7 +64,8 @@ TEST(Sqlite, NewerSchemaIsRefusedWithAClearError) {
   TempDir d;
   const std::string db = d / "cache.db";
   { Handle c("sqlite:" + db); }
-  sql_exec(db, "PRAGMA user_version=99");
+  // A newer progcache writes its schema version twice: user_version and the application id.
+  sql_exec(db, "PRAGMA user_version=99; PRAGMA application_id=" + std::to_string(0x50430000 + 99));
   pcache *h = nullptr;
   EXPECT_EQ(pcache_open(("sqlite:" + db).c_str(), nullptr, &h), PCACHE_ERR_UNSUPPORTED);
   EXPECT_NE(std::strstr(pcache_last_error(), "newer progcache"), nullptr) << pcache_last_error();
@@ -239,4 +242,158 @@ TEST(Sqlite, ReadOnlyDatabaseServesHitsAndRefusesWrites) {
     return check_read_only_cache(uri);
   });
   EXPECT_EQ(rc, 0);
+}
+
+namespace {
+
+void flip_byte(const std::string &path, size_t offset, uint8_t mask) {
+  FILE *f = std::fopen(path.c_str(), "r+b");
+  ASSERT_NE(f, nullptr);
+  std::fseek(f, long(offset), SEEK_SET);
+  const int c = std::fgetc(f);
+  std::fseek(f, long(offset), SEEK_SET);
+  std::fputc(c ^ mask, f);
+  std::fclose(f);
+}
+
+size_t files_named(const std::string &dir, const std::string &part) {
+  return std::stoul(run_command("ls '" + dir + "' | grep -c -- '" + part + "' || true"));
+}
+
+}  // namespace
+
+// One flipped bit in the database header (the schema version, or a file-format byte that makes
+// SQLite treat the file as read-only or unreadable) used to disable the cache for good. A cache
+// is disposable: the file is moved aside, a fresh one created, and the cache works again.
+TEST(Sqlite, AFlippedHeaderBitNeverDisablesTheCache) {
+  struct Damage {
+    const char *what;
+    size_t offset;
+    uint8_t mask;
+  };
+  for (const Damage &dmg :
+       {Damage{"user_version 1 -> 257", 62, 0x01}, Damage{"write version 2 -> 18", 18, 0x10},
+        Damage{"read version 2 -> 18", 19, 0x10}}) {
+    TempDir d;
+    const std::string db = d / "cache.db";
+    {
+      Handle c("sqlite:" + db);
+      ASSERT_EQ(c.put("k", "v"), PCACHE_OK);
+    }
+    flip_byte(db, dmg.offset, dmg.mask);
+    for (int round = 0; round < 2; ++round) {
+      Handle c("sqlite:" + db);
+      ASSERT_NE(c.get(), nullptr) << dmg.what << ": " << pcache_last_error();
+      EXPECT_EQ(c.put("k2", "v2"), PCACHE_OK) << dmg.what << ": " << pcache_last_error();
+      std::string v;
+      EXPECT_EQ(c.get("k2", &v), PCACHE_OK) << dmg.what;
+    }
+    EXPECT_LE(files_named(d.path(), "cache.db.corrupt-"), 1u) << dmg.what;
+  }
+}
+
+// A genuinely newer database (user_version and the matching application id) is still refused.
+TEST(Sqlite, ANewerDatabaseWithItsApplicationIdIsRefusedNotMovedAside) {
+  TempDir d;
+  const std::string db = d / "cache.db";
+  { Handle c("sqlite:" + db); }
+  sql_exec(db, "PRAGMA user_version=2; PRAGMA application_id=" + std::to_string(0x50430002));
+  pcache *h = nullptr;
+  EXPECT_EQ(pcache_open(("sqlite:" + db).c_str(), nullptr, &h), PCACHE_ERR_UNSUPPORTED);
+  EXPECT_NE(std::strstr(pcache_last_error(), "newer progcache"), nullptr) << pcache_last_error();
+  EXPECT_EQ(files_named(d.path(), "corrupt"), 0u);
+}
+
+// A table whose columns no longer match ("no such column: name") is damage, reset in place.
+TEST(Sqlite, AMismatchedSchemaIsResetNotAPermanentError) {
+  TempDir d;
+  const std::string db = d / "cache.db";
+  { Handle c("sqlite:" + db); }
+  sql_exec(db, "ALTER TABLE meta RENAME COLUMN name TO nom");
+  Handle c("sqlite:" + db);
+  ASSERT_NE(c.get(), nullptr) << pcache_last_error();
+  EXPECT_EQ(c.put("k", "v"), PCACHE_OK) << pcache_last_error();
+}
+
+// integrity_check says ok, but one row has a TEXT key (the old schema did not enforce the type):
+// deleting by key removed nothing while the total shrank, so a put spun forever inside BEGIN
+// IMMEDIATE (or ended far over the cap). Eviction deletes by rowid and counts only real deletes.
+TEST(Sqlite, RowsOfTheWrongTypeAndBadTotalsCannotStallEviction) {
+  TempDir d;
+  const std::string db = d / "cache.db";
+  constexpr uint64_t kCap = 32 * 1024;
+  {
+    Handle c("sqlite:" + db, kCap);
+    for (int i = 0; i < 8; ++i)
+      ASSERT_EQ(c.put("k" + std::to_string(i), std::string(3000, 'x')), PCACHE_OK);
+  }
+  // The old schema (no CHECK) and a foreign row: a TEXT key, oldest of all, with a large size.
+  sql_exec(db,
+           "CREATE TABLE e2(key BLOB PRIMARY KEY NOT NULL, record BLOB NOT NULL, size INTEGER NOT "
+           "NULL, atime INTEGER NOT NULL, used_at INTEGER NOT NULL);"
+           "INSERT INTO e2 SELECT * FROM entries; DROP TABLE entries; ALTER TABLE e2 RENAME TO "
+           "entries; CREATE INDEX entries_by_atime ON entries(atime);"
+           "INSERT INTO entries VALUES('textkey', x'00', 20000, -1, 0);"
+           "UPDATE meta SET value = value + 20000 WHERE name = 'total_size';"
+           "UPDATE meta SET value = value + 1 WHERE name = 'entry_count';");
+  const pid_t child = spawn([&] {
+    ::alarm(30);  // a spin is a failure, not a hung test
+    Handle c("sqlite:" + db, kCap);
+    for (int i = 0; i < 20; ++i)
+      if (c.put("n" + std::to_string(i), std::string(3000, 'y')) != PCACHE_OK) return 1;
+    return 0;
+  });
+  EXPECT_EQ(wait_for(child), 0);
+  EXPECT_LE(std::stoull(sql_scalar(db, "SELECT total(size) FROM entries")), kCap);
+  EXPECT_EQ(sql_scalar(db, "SELECT count(*) FROM entries WHERE typeof(key) <> 'blob'"), "0");
+  // Totals that went negative are recounted, not cast to a huge unsigned number.
+  sql_exec(db, "UPDATE meta SET value = -5 WHERE name = 'total_size'");
+  const pid_t again = spawn([&] {
+    ::alarm(30);
+    Handle c("sqlite:" + db, kCap);
+    return c.put("z", std::string(3000, 'z')) == PCACHE_OK && c.size() <= kCap ? 0 : 1;
+  });
+  EXPECT_EQ(wait_for(again), 0);
+  EXPECT_EQ(sql_scalar(db, "SELECT value FROM meta WHERE name = 'total_size'"),
+            sql_scalar(db, "SELECT CAST(total(size) AS INTEGER) FROM entries"));
+}
+
+// New databases enforce the key's type.
+TEST(Sqlite, NewDatabasesRefuseKeysThatAreNotBlobs) {
+  TempDir d;
+  const std::string db = d / "cache.db";
+  { Handle c("sqlite:" + db); }
+  sqlite3 *h = nullptr;
+  ASSERT_EQ(sqlite3_open(db.c_str(), &h), SQLITE_OK);
+  EXPECT_NE(
+      sqlite3_exec(h, "INSERT INTO entries VALUES('t', x'00', 1, 0, 0)", nullptr, nullptr, nullptr),
+      SQLITE_OK);
+  sqlite3_close(h);
+}
+
+// The eviction that pcache_open runs failing (a file-size limit, a full disk) used to crash the
+// process: the handle's destructor flushed counters through a backend that never finished
+// opening. Now it is an error.
+TEST(Sqlite, AnEvictionThatFailsDuringOpenIsAnErrorNotACrash) {
+  TempDir d;
+  const std::string db = d / "cache.db";
+  {
+    Handle c("sqlite:" + db);
+    for (int i = 0; i < 64; ++i)
+      ASSERT_EQ(c.put("k" + std::to_string(i), std::string(4096, 'v')), PCACHE_OK);
+  }
+  const pid_t child = spawn([&] {
+    ::signal(SIGXFSZ, SIG_IGN);
+    struct rlimit lim = {64 * 1024, 64 * 1024};
+    ::setrlimit(RLIMIT_FSIZE, &lim);
+    pcache_options o;
+    pcache_options_init(&o, sizeof o);
+    o.max_size_bytes = 10 * 1024;
+    pcache *h = nullptr;
+    const pcache_status st = pcache_open(("sqlite:" + db).c_str(), &o, &h);
+    pcache_close(h);
+    return st == PCACHE_OK ? 0 : 1;
+  });
+  const int rc = wait_for(child);
+  EXPECT_LT(rc, 128) << "the child died of signal " << rc - 128;
 }
