@@ -1,10 +1,12 @@
 #include "bundle.hpp"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <climits>
 #include <cstdio>
 #include <cstring>
 #include <memory>
@@ -12,6 +14,8 @@
 
 #include "entry.hpp"
 #include "error.hpp"
+#include "fsutil.hpp"
+#include "uri.hpp"
 
 namespace progcache {
 namespace {
@@ -65,9 +69,49 @@ bool read_exact(FILE *f, void *data, size_t n, const std::string &path) {
 
 }  // namespace
 
+namespace {
+
+// True when writing path would replace a file of the cache being exported (its database, WAL,
+// shared memory, or anything inside a file-stream directory): the rename would destroy the
+// cache it reads.
+bool is_part_of(const std::string &uri_text, const std::string &path) {
+  const Uri uri = parse_uri(uri_text.empty() ? default_uri() : uri_text);
+  if (uri.scheme == "tiered") {
+    std::string rest = uri.path;
+    for (size_t bar; !rest.empty(); rest = bar == std::string::npos ? "" : rest.substr(bar + 1)) {
+      bar = rest.find('|');
+      if (is_part_of(rest.substr(0, bar), path)) return true;
+    }
+    return false;
+  }
+  struct stat target;
+  const bool exists = ::stat(path.c_str(), &target) == 0;
+  auto same_file = [&](const std::string &other) {
+    struct stat st;
+    return exists && ::stat(other.c_str(), &st) == 0 && st.st_dev == target.st_dev &&
+           st.st_ino == target.st_ino;
+  };
+  if (uri.scheme == "sqlite") {
+    for (const char *suffix : {"", "-wal", "-shm", "-journal"})
+      if (same_file(uri.path + suffix)) return true;
+    return false;
+  }
+  if (uri.scheme != "filestream") return false;
+  char dir[PATH_MAX], parent[PATH_MAX];
+  if (!::realpath(uri.path.c_str(), dir) || !::realpath(parent_dir(path).c_str(), parent))
+    return false;
+  const std::string d = std::string(dir) + "/", p = std::string(parent) + "/";
+  return p.compare(0, d.size(), d) == 0;
+}
+
+}  // namespace
+
 BundleProgress export_bundle(Cache &cache, const std::string &path,
                              const std::function<void(const BundleProgress &)> &progress) {
   const bool to_stdout = path == "-";
+  if (!to_stdout && is_part_of(cache.uri(), path))
+    throw Error(Status::invalid_arg,
+                "'" + path + "' is a file of the cache being exported; write the bundle elsewhere");
   const std::string tmp = to_stdout ? "" : path + ".tmp." + std::to_string(::getpid());
   // Created 0600, like the cache: a bundle holds every entry.
   const int fd =

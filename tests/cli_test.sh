@@ -76,6 +76,23 @@ want='imported 2 entries .* 0 rejected' check "signed records import under the s
 printf 'another secret' >"$work/secret2"; chmod 600 "$work/secret2"
 want='MAC does not match' check "signed records are rejected under another secret" 1 env PCACHE_SECRET_FILE="$work/secret2" "$pc" --cache memory: import "$work/signed.pcb"
 
+# Exporting over a file of the cache being exported would destroy it (the bundle is renamed into
+# place): refused, and the cache keeps its entries. Bundles are created 0600, like the cache.
+live="$work/live.db"
+"$pc" --cache "sqlite:$live" put text:a "$kernel" >/dev/null
+want='is a file of the cache' check "export over the live database is refused" 2 "$pc" --cache "sqlite:$live" export "$live"
+want='is a file of the cache' check "export over its WAL is refused" 2 "$pc" --cache "sqlite:$live" export "$live-wal"
+want='is a file of the cache' check "export into a filestream cache is refused" 2 "$pc" --cache "filestream:$work/warm" export "$work/warm/b.pcb"
+want='entries: +1' check "the cache keeps its entries" 0 "$pc" --cache "sqlite:$live" stats
+"$pc" --cache "sqlite:$live" export "$work/mode.pcb" >/dev/null 2>&1
+want='^600$' check "bundles are created 0600" 0 stat -c %a "$work/mode.pcb"
+# A bundle whose one record declares 64 MiB of zeros (a few KB compressed), imported under a 1 MiB
+# cap: refused before anything is inflated.
+"$pc" --cache "sqlite:$work/bomb.db" put text:bomb <(head -c 67108864 /dev/zero) >/dev/null
+"$pc" --cache "sqlite:$work/bomb.db" export "$work/bomb.pcb" >/dev/null 2>&1
+want='more than this cache can store' check "a record over the cap is refused before inflating" 1 "$pc" --cache memory: --max-size 1M import "$work/bomb.pcb"
+want='imported 1 entries' check "the same bundle imports without the cap" 0 "$pc" --cache memory: import "$work/bomb.pcb"
+
 # A Redis tier through the CLI (the server is this test's own, on a free port).
 if command -v redis-server >/dev/null; then
   for attempt in 1 2 3 4 5; do
@@ -90,6 +107,7 @@ if command -v redis-server >/dev/null; then
   want='imported 2 entries' check "import into redis" 0 "$pc" --cache "$redis" import "$work/warm.pcb"
   want='entries: +2' check "redis stats counts entries" 0 "$pc" --cache "$redis" stats
   want='redis://:\*\*\*@127' check "the password is never printed" 0 "$pc" --cache "$redis" stats
+  want='^' check "a password holding '/' is never printed either" 0 bash -c "! '$pc' --cache 'tiered:memory:|redis://:se/cret@127.0.0.1:$port/0' stats 2>&1 | grep -q cret"
   tiered="tiered:sqlite:$work/node.db|$redis"
   want='tier 0: +sqlite:.* entries 1, .*hits 0, misses 1 .*tier 1: +redis://:\*\*\*@.* hits 1' check "tiered stats per tier" 0 bash -c "'$pc' --cache '$tiered' get text:note -o '$work/n2' >/dev/null && '$pc' --cache '$tiered' stats | tr '\n' ' '"
   want='maxmemory' check "prune refuses a redis cache with the reason" 2 "$pc" --cache "$redis" prune --max-size 1K

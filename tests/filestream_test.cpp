@@ -1,7 +1,9 @@
 // File-stream backend: layout, verified reads, damage of every kind, accounting, temp files.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <sys/time.h>
+#include <unistd.h>
 
 #include <cstring>
 #include <filesystem>
@@ -227,4 +229,26 @@ TEST(FileStreamPath, CacheDirectoryThatIsAFileIsAnError) {
   pcache *h = nullptr;
   EXPECT_EQ(pcache_open(("filestream:" + (d / "file")).c_str(), nullptr, &h), PCACHE_ERR_IO);
   EXPECT_NE(std::strstr(pcache_last_error(), "not a directory"), nullptr) << pcache_last_error();
+}
+
+// A writer in another PID namespace (a container sharing the directory) has a process id that
+// means nothing here: its fresh temp file must survive another process's open, which used to
+// call kill(pid, 0), find no such process, and delete a live writer's file.
+TEST(FileStreamTemp, FreshTempFilesOfUnknownProcessesAreNotReaped) {
+  TempDir d;
+  const std::string dir = d / "fs";
+  { Handle c("filestream:" + dir); }
+  char host[256] = "";
+  ::gethostname(host, sizeof host - 1);
+  // A process id that is not alive here (beyond pid_max on Linux).
+  const std::string tmp = dir + "/tmp/" + host + ".4194304.1.abcd.tmp";
+  write_file(tmp, "a writer's half-written entry");
+  { Handle c("filestream:" + dir); }
+  struct stat st;
+  EXPECT_EQ(::stat(tmp.c_str(), &st), 0) << "a live writer's temp file was deleted";
+  // Old ones (past stale_tmp_seconds, an hour by default) are reaped.
+  struct timespec t[2] = {{::time(nullptr) - 7200, 0}, {::time(nullptr) - 7200, 0}};
+  ASSERT_EQ(::utimensat(AT_FDCWD, tmp.c_str(), t, 0), 0);
+  { Handle c("filestream:" + dir); }
+  EXPECT_NE(::stat(tmp.c_str(), &st), 0);
 }
