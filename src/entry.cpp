@@ -183,6 +183,31 @@ std::optional<uint64_t> entry_payload_size(ByteView header) {
   return load_le(header.data + 16, 8);
 }
 
+std::optional<uint64_t> entry_payload_size_checked(ByteView head, uint64_t record_size) {
+  if (head.size < kEntryHeaderSize || std::memcmp(head.data, kMagic, 4) != 0 ||
+      load_le(head.data + 4, 2) != kEntryFormatVersion)
+    return std::nullopt;
+  const uint64_t flags = load_le(head.data + 6, 2);
+  const uint64_t key_size = load_le(head.data + 8, 4), meta_size = load_le(head.data + 12, 4);
+  const uint64_t payload_size = load_le(head.data + 16, 8), pad = load_le(head.data + 24, 4);
+  if ((flags & ~uint64_t(kFlagMac | kFlagZstd)) || pad >= 16 ||
+      (kEntryHeaderSize + key_size + meta_size + pad) % 16 != 0)
+    return std::nullopt;
+  const uint64_t prefix = kEntryHeaderSize + key_size + meta_size + pad;
+  if (prefix > record_size) return std::nullopt;
+  if (!(flags & kFlagZstd)) {  // the layout fixes the size exactly
+    if (record_size - prefix != payload_size) return std::nullopt;
+    return payload_size;
+  }
+  // Compressed: the zstd frame's header, which head holds when it reaches that far, must declare
+  // the same content size.
+  if (head.size <= prefix) return std::nullopt;
+  const unsigned long long declared =
+      ZSTD_getFrameContentSize(head.data + prefix, head.size - prefix);
+  if (declared != payload_size) return std::nullopt;
+  return payload_size;
+}
+
 std::optional<EntryParts> parse_entry(ByteView record, std::string *why) {
   auto fail = [&](const char *reason) -> std::optional<EntryParts> {
     if (why) *why = reason;

@@ -80,7 +80,15 @@ std::optional<Blob> inflate_entry(const EntryParts &parts, std::string *why);
 // zstd levels accepted by encode_entry (1..ZSTD_maxCLevel()).
 int max_compress_level();
 
-// Reads the payload size from a header prefix of at least kEntryHeaderSize bytes (0 if bad).
+// The payload size an entry of record_size bytes declares, from its first bytes (head: at least
+// kEntryHeaderSize, and for a compressed entry the start of its zstd frame: read
+// kEntryProbeSize), when the header is consistent with the record's layout and size; nullopt
+// otherwise. Cheap (no checksum): what accounting may trust without reading whole entries. A
+// flipped size bit or a file that is not an entry gives nullopt, never a made-up size.
+inline constexpr size_t kEntryProbeSize = 4096;
+std::optional<uint64_t> entry_payload_size_checked(ByteView head, uint64_t record_size);
+
+// The payload size a header claims, unchecked (0 if bad): for listings only, never accounting.
 std::optional<uint64_t> entry_payload_size(ByteView header);
 
 }  // namespace progcache

@@ -164,16 +164,31 @@ void FileStreamBackend::check_format() {
     ::unlinkat(tmp_fd_.get(), tmp.c_str(), 0);
 }
 
+Fd FileStreamBackend::hold_temp_lock(int fd) {
+  Fd hold(::dup(fd));
+  if (hold) ::flock(hold.get(), LOCK_EX | LOCK_NB);  // a fresh file: nobody else holds it
+  return hold;
+}
+
 void FileStreamBackend::reap_stale_temp_files() {
   if (!tmp_fd_) return;
   const int64_t now = now_ns();
   for_each_name(tmp_fd_.get(), [&](const std::string &name) {
     struct stat st;
     if (::fstatat(tmp_fd_.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return;
-    // By age alone: a process id says nothing across PID namespaces (containers sharing the
-    // directory), where kill(pid, 0) would call a live writer dead and delete its file.
-    if (now - mtime_ns(st) > stale_tmp_seconds_ * 1000000000)
-      ::unlinkat(tmp_fd_.get(), name.c_str(), 0);
+    // Never by process id: a pid says nothing across PID namespaces (containers sharing the
+    // directory), where kill(pid, 0) called live writers dead. A writer holds an flock on its
+    // temp file until the rename; one that is unlocked and a few seconds old (past the instant
+    // between a writer's create and its lock) belongs to a writer that died. Past
+    // stale_tmp_seconds, a file goes regardless (file systems where flock does not reach).
+    const int64_t age = now - mtime_ns(st);
+    bool stale = age > stale_tmp_seconds_ * 1000000000;
+    if (!stale && age > kTempGraceSeconds * 1000000000) {
+      Fd probe(
+          ::openat(tmp_fd_.get(), name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK));
+      stale = probe && ::flock(probe.get(), LOCK_EX | LOCK_NB) == 0;
+    }
+    if (stale) ::unlinkat(tmp_fd_.get(), name.c_str(), 0);
   });
 }
 
@@ -254,15 +269,20 @@ SharedBlob FileStreamBackend::get(ByteView key) {
   return blob;
 }
 
-std::optional<int64_t> FileStreamBackend::stored_payload_size(int dir_fd, const std::string &name) {
+FileStreamBackend::Stored FileStreamBackend::stored_payload_size(int dir_fd,
+                                                                 const std::string &name) {
   Fd fd(::openat(dir_fd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK));
-  if (!fd) return std::nullopt;
-  uint8_t header[kEntryHeaderSize];
-  if (pread_all(fd.get(), header, sizeof header, 0))
-    if (auto p = entry_payload_size({header, sizeof header})) return int64_t(*p);
+  if (!fd) return {errno != ENOENT, std::nullopt};
   struct stat st;
-  if (::fstat(fd.get(), &st) != 0) return std::nullopt;
-  return int64_t(st.st_size);
+  if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) return {true, std::nullopt};
+  uint8_t head[kEntryProbeSize];
+  const ssize_t n = ::pread(fd.get(), head, sizeof head, 0);
+  if (n < ssize_t(kEntryHeaderSize)) return {true, std::nullopt};
+  // Only a size the header's layout and the file's size agree on: a flipped bit or a junk file
+  // named like an entry must never move the totals.
+  const auto size = entry_payload_size_checked(ByteView(head, size_t(n)), uint64_t(st.st_size));
+  if (!size || *size > uint64_t(INT64_MAX)) return {true, std::nullopt};
+  return {true, int64_t(*size)};
 }
 
 void FileStreamBackend::put(ByteView key, Blob &&record, uint64_t payload_size) {
@@ -275,6 +295,9 @@ void FileStreamBackend::put(ByteView key, Blob &&record, uint64_t payload_size) 
                     O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0600,
                     sys::Op::create_temp));
   if (!fd) throw_errno("cannot create a temporary file in '" + dir_ + "/tmp'");
+  // Locked until it is renamed into place (the duplicate keeps the lock past the close below): a
+  // reaper in any process, any PID namespace, sees a live writer by the lock, not by its pid.
+  const Fd writer_lock = hold_temp_lock(fd.get());
   auto discard = [&](const std::string &what) {
     const int err = errno;
     fd = Fd();
@@ -289,7 +312,7 @@ void FileStreamBackend::put(ByteView key, Blob &&record, uint64_t payload_size) 
   // count the entry as new; the costly part (writing the temp file) stays outside it.
   StatsLock lock(*this);
   Totals t = read_totals_locked();
-  const std::optional<int64_t> old = stored_payload_size(dfd, name);
+  const Stored old = stored_payload_size(dfd, name);
   begin_update_locked();
   if (sys::renameat(tmp_fd_.get(), tmp.c_str(), dfd, name.c_str()) != 0) {
     write_totals_locked(t);  // nothing changed
@@ -297,8 +320,13 @@ void FileStreamBackend::put(ByteView key, Blob &&record, uint64_t payload_size) 
   }
   if (fsync_) ::fsync(dfd);
   if (!lru_.empty()) lru_.push_back({written_ns, shard, name});  // the newest entry
-  t.count += old ? 0 : 1;
-  t.size = std::max<int64_t>(0, t.size + int64_t(payload_size) - old.value_or(0));
+  if (old.exists && !old.size) {
+    // It replaced a damaged entry whose recorded size nobody knows: count again.
+    t = recount_keeping_counters_locked(t);
+  } else {
+    t.count += old.exists ? 0 : 1;
+    t.size = std::max<int64_t>(0, t.size + int64_t(payload_size) - old.size.value_or(0));
+  }
   if (config_.max_size_bytes && uint64_t(t.size) > config_.max_size_bytes)
     evict_locked(t, shard, name);
   write_totals_locked(t);
@@ -343,6 +371,7 @@ void FileStreamBackend::put_meta(std::string_view name, ByteView record) {
   Fd fd(::openat(tmp_fd_.get(), tmp.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW | O_CLOEXEC,
                  0600));
   if (!fd) throw_errno("cannot create a temporary file in '" + dir_ + "/tmp'");
+  const Fd writer_lock = hold_temp_lock(fd.get());
   const bool ok = write_all(fd.get(), record.data, record.size) && ::close(fd.release()) == 0 &&
                   ::renameat(tmp_fd_.get(), tmp.c_str(), dfd, entry_name(name).c_str()) == 0;
   if (!ok) {
@@ -359,25 +388,35 @@ std::string FileStreamBackend::temp_name() {
          std::to_string(tmp_seq_.fetch_add(1)) + "." + std::to_string(rng()) + ".tmp";
 }
 
-bool FileStreamBackend::unlink_entry(int shard, const std::string &name, int64_t *payload_size) {
+bool FileStreamBackend::unlink_entry(int shard, const std::string &name,
+                                     std::optional<int64_t> *payload_size) {
   const int dfd = shard_fd(shard, false);
   if (dfd < 0) return false;
-  const std::optional<int64_t> size = stored_payload_size(dfd, name);
+  const Stored stored = stored_payload_size(dfd, name);
   if (sys::unlinkat(dfd, name.c_str(), 0) != 0) {
     if (errno == ENOENT) return false;
     // A directory planted where an entry belongs: removed if empty, otherwise left (never
     // followed or read).
-    if (errno == EISDIR || errno == EPERM) return ::unlinkat(dfd, name.c_str(), AT_REMOVEDIR) == 0;
+    if (errno == EISDIR || errno == EPERM) {
+      *payload_size = std::nullopt;
+      return ::unlinkat(dfd, name.c_str(), AT_REMOVEDIR) == 0;
+    }
     throw_errno("cannot remove cache entry '" + dir_ + "/" + name.substr(0, 2) + "/" + name + "'");
   }
-  *payload_size = size.value_or(0);
+  *payload_size = stored.size;
   return true;
+}
+
+FileStreamBackend::Totals FileStreamBackend::recount_keeping_counters_locked(const Totals &t) {
+  Totals fresh = rebuild_totals_locked();
+  fresh.counters = t.counters;
+  return fresh;
 }
 
 bool FileStreamBackend::remove(ByteView key) {
   const std::string name = entry_name(key);
   const int shard = shard_of(name);
-  int64_t size = 0;
+  std::optional<int64_t> size;
   StatsLock lock(*this);
   // Deleting a missing key changes nothing: no accounting I/O for it.
   struct stat st;
@@ -387,10 +426,7 @@ bool FileStreamBackend::remove(ByteView key) {
   Totals t = read_totals_locked();
   begin_update_locked();
   const bool removed = unlink_entry(shard, name, &size);
-  if (removed) {
-    t.count = std::max<int64_t>(0, t.count - 1);
-    t.size = std::max<int64_t>(0, t.size - size);
-  }
+  if (removed) account_removal(t, size);
   write_totals_locked(t);
   return removed;
 }
@@ -439,7 +475,17 @@ void FileStreamBackend::begin_update_locked() {
   } while (n < 0 && errno == EINTR);
 }
 
-void FileStreamBackend::write_totals_locked(const Totals &t) {
+void FileStreamBackend::account_removal(Totals &t, const std::optional<int64_t> &size) {
+  if (!size) {  // a damaged entry: what the totals recorded for it is unknown
+    t.recount = true;
+    return;
+  }
+  t.count = std::max<int64_t>(0, t.count - 1);
+  t.size = std::max<int64_t>(0, t.size - *size);
+}
+
+void FileStreamBackend::write_totals_locked(Totals t) {
+  if (t.recount) t = recount_keeping_counters_locked(t);
   uint64_t buf[kStatsWords + 1] = {kStatsMagic,
                                    uint64_t(std::max<int64_t>(t.count, 0)),
                                    uint64_t(std::max<int64_t>(t.size, 0)),
@@ -464,9 +510,15 @@ FileStreamBackend::Totals FileStreamBackend::rebuild_totals_locked() {
     if (dfd < 0) continue;
     for_each_name(dfd, [&](const std::string &name) {
       if (!is_entry_name(name.c_str())) return;
-      if (auto size = stored_payload_size(dfd, name)) {
+      const Stored stored = stored_payload_size(dfd, name);
+      if (stored.size) {
         ++t.count;
-        t.size += *size;
+        t.size += *stored.size;
+      } else if (stored.exists && tmp_fd_) {
+        // Damage or junk named like an entry: it would fail verification when read, and left
+        // in place it would be counted by its own claims. Removed, never counted.
+        if (::unlinkat(dfd, name.c_str(), 0) == 0 && config_.events)
+          config_.events->corrupt.fetch_add(1, std::memory_order_relaxed);
       }
     });
   }
@@ -492,10 +544,9 @@ void FileStreamBackend::evict_locked(Totals &t, int keep_shard, const std::strin
     for (const Victim &v : victims) {
       if (uint64_t(t.size) <= target) break;
       if (v.shard == keep_shard && v.name == keep_name) continue;
-      int64_t size = 0;
+      std::optional<int64_t> size;
       if (!unlink_entry(v.shard, v.name, &size)) continue;
-      t.size = std::max<int64_t>(0, t.size - size);
-      t.count = std::max<int64_t>(0, t.count - 1);
+      account_removal(t, size);
       if (config_.events) config_.events->evictions.fetch_add(1, std::memory_order_relaxed);
     }
   };
@@ -536,10 +587,9 @@ void FileStreamBackend::evict_locked(Totals &t, int keep_shard, const std::strin
           ++requeued;
           continue;
         }
-        int64_t size = 0;
+        std::optional<int64_t> size;
         if (!unlink_entry(v.shard, v.name, &size)) continue;
-        t.size = std::max<int64_t>(0, t.size - size);
-        t.count = std::max<int64_t>(0, t.count - 1);
+        account_removal(t, size);
         if (config_.events) config_.events->evictions.fetch_add(1, std::memory_order_relaxed);
       }
       if (uint64_t(t.size) > cap) lru_.clear();  // stale or exhausted: list again
@@ -587,11 +637,8 @@ void FileStreamBackend::clear() {
     const int dfd = shard_fd(s, false);
     if (dfd < 0) continue;
     for_each_name(dfd, [&](const std::string &name) {
-      int64_t size = 0;
-      if (unlink_entry(s, name, &size)) {
-        t.count = std::max<int64_t>(0, t.count - 1);
-        t.size = std::max<int64_t>(0, t.size - size);
-      }
+      std::optional<int64_t> size;
+      if (unlink_entry(s, name, &size)) account_removal(t, size);
     });
   }
   write_totals_locked(t);
@@ -610,11 +657,13 @@ void FileStreamBackend::list(const std::function<void(const EntryInfo &)> &fn) {
       if (!is_entry_name(name.c_str())) return;
       Fd fd(::openat(dfd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK));
       struct stat st;
-      uint8_t header[kEntryHeaderSize];
+      uint8_t header[kEntryProbeSize];
+      ssize_t n = -1;
       if (!fd || ::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode) ||
-          !pread_all(fd.get(), header, sizeof header, 0))
+          (n = ::pread(fd.get(), header, sizeof header, 0)) < ssize_t(kEntryHeaderSize))
         return;
-      const auto payload = entry_payload_size(ByteView(header, sizeof header));
+      const auto payload =
+          entry_payload_size_checked(ByteView(header, size_t(n)), uint64_t(st.st_size));
       if (!payload) return;
       uint32_t key_size = 0;
       for (int i = 0; i < 4; ++i) key_size |= uint32_t(header[8 + i]) << (8 * i);

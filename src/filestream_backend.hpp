@@ -43,6 +43,7 @@ class FileStreamBackend final : public Backend {
     int64_t count = 0;
     int64_t size = 0;
     PersistentCounters counters;
+    bool recount = false;  // a damaged entry was removed: count again before writing
   };
   struct Victim {
     int64_t mtime_ns;
@@ -55,21 +56,34 @@ class FileStreamBackend final : public Backend {
   int shard_fd(int shard, bool create);
   void check_format();
   void reap_stale_temp_files();
-  // Payload size recorded in the entry file's header, or the file's size when the header is bad.
-  std::optional<int64_t> stored_payload_size(int dir_fd, const std::string &name);
+  // A descriptor holding an flock on the temp file open on fd, until it is destroyed.
+  static Fd hold_temp_lock(int fd);
+  static constexpr int64_t kTempGraceSeconds = 2;
+  // Whether a file exists under name, and the payload size its header declares when the header
+  // is consistent with the file (nullopt for damage or junk).
+  struct Stored {
+    bool exists = false;
+    std::optional<int64_t> size;
+  };
+  Stored stored_payload_size(int dir_fd, const std::string &name);
+  // The totals counted again from the entries, keeping t's shared counters.
+  Totals recount_keeping_counters_locked(const Totals &t);
   // The totals in DIR/stats, recounted (and rewritten) when missing, damaged, or left by a
   // holder of the lock that died while changing entries.
   Totals read_totals_locked();
   // Marks DIR/stats "entries changing" until the next write_totals_locked: call it after
   // read_totals_locked and before the first rename or unlink.
   void begin_update_locked();
-  void write_totals_locked(const Totals &t);
+  void write_totals_locked(Totals t);
+  // Subtracts a removed entry's checked size, or marks t for a recount when it had none.
+  void account_removal(Totals &t, const std::optional<int64_t> &size);
   // Counts the entries on disk (counters left zero); writes nothing.
   Totals rebuild_totals_locked();
   std::string temp_name();
   void evict_locked(Totals &t, int keep_shard, const std::string &keep_name);
   void list_shard(int shard, std::vector<Victim> &out);
-  bool unlink_entry(int shard, const std::string &name, int64_t *payload_size);
+  // Removes an entry file; *payload_size is its checked size, nullopt when it was damaged.
+  bool unlink_entry(int shard, const std::string &name, std::optional<int64_t> *payload_size);
   int stats_fd();
   int meta_fd(bool create);
 

@@ -1,6 +1,7 @@
 // File-stream backend: layout, verified reads, damage of every kind, accounting, temp files.
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/time.h>
 #include <unistd.h>
@@ -146,26 +147,27 @@ TEST_F(FileStream, DamagedFormatMarkerIsRewrittenAndNewerFormatRefused) {
   EXPECT_NE(std::strstr(pcache_last_error(), "newer progcache"), nullptr);
 }
 
+// A temp file is a live writer's while its writer holds an flock on it (until the rename).
+// Unlocked ones a few seconds old are a dead writer's; anything past stale_tmp_seconds goes.
 TEST_F(FileStream, StaleTempFilesAreReapedButLiveOnesKept) {
   { Handle c(uri()); }
-  char host[256] = {};
-  ::gethostname(host, sizeof host - 1);
-  std::string h = host;
-  for (char &ch : h)
-    if (ch == '.' || ch == '/') ch = '_';
-  // A writer that died (no such pid), a live writer (us), and an ancient file of another host.
-  const std::string dead = dir() + "/tmp/" + h + ".999999999.1.1.tmp";
-  const std::string live = dir() + "/tmp/" + h + "." + std::to_string(::getpid()) + ".1.1.tmp";
+  const std::string dead = dir() + "/tmp/somehost.999999999.1.1.tmp";
+  const std::string live = dir() + "/tmp/somehost.123.1.1.tmp";
+  const std::string young = dir() + "/tmp/somehost.124.1.1.tmp";
   const std::string old = dir() + "/tmp/otherhost.5.1.1.tmp";
-  write_file(dead, "x");
-  write_file(live, "x");
-  write_file(old, "x");
-  struct timeval tv[2] = {{1000, 0}, {1000, 0}};
-  ::utimes(old.c_str(), tv);
+  for (const std::string &f : {dead, live, young, old}) write_file(f, "x");
+  const int held = ::open(live.c_str(), O_RDONLY);
+  ASSERT_EQ(::flock(held, LOCK_EX), 0);  // a writer still at work, whatever its pid
+  struct timeval ten_s_ago[2] = {{::time(nullptr) - 10, 0}, {::time(nullptr) - 10, 0}};
+  for (const std::string &f : {dead, live}) ::utimes(f.c_str(), ten_s_ago);
+  struct timeval ancient[2] = {{1000, 0}, {1000, 0}};
+  ::utimes(old.c_str(), ancient);
   Handle c(uri());
   EXPECT_FALSE(fs::exists(dead));
   EXPECT_TRUE(fs::exists(live));
+  EXPECT_TRUE(fs::exists(young));  // within the grace between a writer's create and its lock
   EXPECT_FALSE(fs::exists(old));
+  ::close(held);
 }
 
 TEST_F(FileStream, ReopenWithASmallerCapEvictsOldestFirst) {
@@ -232,23 +234,111 @@ TEST(FileStreamPath, CacheDirectoryThatIsAFileIsAnError) {
 }
 
 // A writer in another PID namespace (a container sharing the directory) has a process id that
-// means nothing here: its fresh temp file must survive another process's open, which used to
-// call kill(pid, 0), find no such process, and delete a live writer's file.
-TEST(FileStreamTemp, FreshTempFilesOfUnknownProcessesAreNotReaped) {
+// means nothing here: another process's open used to call kill(pid, 0), find no such process,
+// and delete a live writer's file. A real writer in a forked child, holding its lock through a
+// slow put, keeps its file whatever pid the name carries.
+TEST(FileStreamTemp, ALiveWritersTempFileSurvivesOpensElsewhere) {
   TempDir d;
   const std::string dir = d / "fs";
   { Handle c("filestream:" + dir); }
-  char host[256] = "";
-  ::gethostname(host, sizeof host - 1);
-  // A process id that is not alive here (beyond pid_max on Linux).
-  const std::string tmp = dir + "/tmp/" + host + ".4194304.1.abcd.tmp";
-  write_file(tmp, "a writer's half-written entry");
-  { Handle c("filestream:" + dir); }
-  struct stat st;
-  EXPECT_EQ(::stat(tmp.c_str(), &st), 0) << "a live writer's temp file was deleted";
-  // Old ones (past stale_tmp_seconds, an hour by default) are reaped.
-  struct timespec t[2] = {{::time(nullptr) - 7200, 0}, {::time(nullptr) - 7200, 0}};
-  ASSERT_EQ(::utimensat(AT_FDCWD, tmp.c_str(), t, 0), 0);
-  { Handle c("filestream:" + dir); }
-  EXPECT_NE(::stat(tmp.c_str(), &st), 0);
+  int go[2];
+  ASSERT_EQ(::pipe(go), 0);
+  const pid_t writer = spawn([&] {
+    Handle c("filestream:" + dir);
+    // A 256 MiB put keeps its temp file for a while.
+    const std::string big(256 << 20, 'w');
+    ::close(go[0]);
+    ::close(go[1]);
+    return c.put("big", big) == PCACHE_OK ? 0 : 1;
+  });
+  ::close(go[1]);
+  char b;
+  (void)::read(go[0], &b, 1);  // the writer is running
+  ::close(go[0]);
+  for (int i = 0; i < 50; ++i) {
+    struct timespec t[2] = {{::time(nullptr) - 30, 0}, {::time(nullptr) - 30, 0}};
+    for (const auto &f : fs::directory_iterator(dir + "/tmp"))  // as if the writer were slow
+      ::utimensat(AT_FDCWD, f.path().c_str(), t, 0);
+    Handle c("filestream:" + dir);
+  }
+  EXPECT_EQ(wait_for(writer), 0) << "the writer's temp file was taken away";
+}
+
+namespace {
+
+// Every entry file under a file-stream directory (the 256 shard directories).
+std::vector<std::string> entry_files(const std::string &dir) {
+  std::vector<std::string> out;
+  for (const std::string &f : list_files(dir)) {
+    const std::string rel = f.substr(dir.size() + 1);
+    if (rel.size() == 2 + 1 + 32 && rel[2] == '/') out.push_back(f);
+  }
+  return out;
+}
+
+}  // namespace
+
+// Accounting never trusts an entry's own claims: a flipped bit in one entry's size field, or a
+// 1 GiB sparse junk file named like an entry, used to leave size=0 with 29 KiB stored, then 60 KiB
+// under a 32 KiB cap, or evict every good entry. After any of them, count and size equal exactly
+// what get serves, and the good entries stay.
+TEST(FileStreamAccounting, DamagedHeadersAndJunkNeverMoveTheTotals) {
+  TempDir d;
+  const std::string dir = d / "fs";
+  constexpr uint64_t kCap = 32 * 1024;
+  auto served = [&](Handle &c, uint64_t *bytes) {
+    uint64_t n = 0;
+    *bytes = 0;
+    for (int i = 0; i < 20; ++i) {
+      std::string v;
+      if (c.get("k" + std::to_string(i), &v) == PCACHE_OK) {
+        ++n;
+        *bytes += v.size();
+      }
+    }
+    return n;
+  };
+  {
+    Handle c("filestream:" + dir, kCap);
+    for (int i = 0; i < 10; ++i)
+      ASSERT_EQ(c.put("k" + std::to_string(i), std::string(2900, 'a' + i)), PCACHE_OK);
+  }
+  const auto files = entry_files(dir);
+  ASSERT_EQ(files.size(), 10u);
+  {  // the top bit of one entry's payload size
+    FILE *f = std::fopen(files[3].c_str(), "r+b");
+    std::fseek(f, 23, SEEK_SET);
+    const int c = std::fgetc(f);
+    std::fseek(f, 23, SEEK_SET);
+    std::fputc(c ^ 0x80, f);
+    std::fclose(f);
+  }
+  {
+    Handle c("filestream:" + dir, kCap);
+    uint64_t bytes = 0;
+    const uint64_t n = served(c, &bytes);
+    EXPECT_EQ(n, 9u);
+    EXPECT_EQ(c.count(), n);
+    EXPECT_EQ(c.size(), bytes);
+    for (int i = 10; i < 20; ++i)
+      ASSERT_EQ(c.put("k" + std::to_string(i), std::string(2900, 'b')), PCACHE_OK);
+    EXPECT_LE(c.size(), kCap);
+    EXPECT_EQ(c.count(), served(c, &bytes));
+    EXPECT_EQ(c.size(), bytes);
+  }
+  // Junk named like an entry, 1 GiB sparse, and accounting that must be rebuilt from the files.
+  const std::string junk = files[0].substr(0, files[0].size() - 32) + std::string(32, 'f');
+  {
+    FILE *f = std::fopen(junk.c_str(), "wb");
+    std::fseek(f, (1L << 30) - 1, SEEK_SET);
+    std::fputc(0, f);
+    std::fclose(f);
+  }
+  ::unlink((dir + "/stats").c_str());
+  Handle c("filestream:" + dir, kCap);
+  uint64_t bytes = 0;
+  const uint64_t before = served(c, &bytes);
+  EXPECT_GE(before, 9u) << "good entries were evicted to make room for junk";
+  EXPECT_EQ(c.count(), before);
+  EXPECT_EQ(c.size(), bytes);
 }
