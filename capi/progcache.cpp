@@ -209,6 +209,9 @@ pcache_status pcache_open(const char *uri, const pcache_options *options, pcache
       core.allow_privileged = known.flags & PCACHE_OPEN_ALLOW_PRIVILEGED;
       if (known.secret_size && !known.secret)
         throw invalid("options->secret is NULL with a non-zero secret_size");
+      if (known.secret && !known.secret_size)
+        throw invalid("options->secret is set with secret_size 0: an empty secret would sign "
+                      "with a publicly known key");
       if (known.secret)
         core.secret = std::string(static_cast<const char *>(known.secret), known.secret_size);
     }

@@ -470,7 +470,11 @@ int cmd_evict(Cache &cache, const std::vector<std::string> &args) {
   } else {
     const std::string v = args[1];
     const size_t dot = v.find('.');
-    if (dot == std::string::npos) throw Usage("--nvrtc-version wants MAJOR.MINOR, e.g. 12.4");
+    auto number = [](const std::string &s) {
+      return !s.empty() && s.size() <= 4 && s.find_first_not_of("0123456789") == std::string::npos;
+    };
+    if (dot == std::string::npos || !number(v.substr(0, dot)) || !number(v.substr(dot + 1)))
+      throw Usage("--nvrtc-version wants MAJOR.MINOR, e.g. 12.4; got '" + v + "'");
     const uint32_t version =
         uint32_t(std::stoul(v.substr(0, dot)) * 1000 + std::stoul(v.substr(dot + 1)) * 10);
     doomed = [&cache, version](const EntryInfo &e) {

@@ -86,8 +86,8 @@ std::unique_ptr<Cache> Cache::open(std::string_view uri_text, const CacheOptions
   std::unique_ptr<Cache> cache(new Cache(text, options));
   // ?max_size=SIZE caps this cache whatever the options say: in a tiered stack, each tier its
   // own cap (a small memory tier in front of a large disk one).
-  if (std::string cap = uri.take("max_size"); !cap.empty())
-    cache->options_.max_size_bytes = parse_size("max_size", cap);
+  if (uri.params.count("max_size"))  // present: "max_size=" (empty) is an error, not "none"
+    cache->options_.max_size_bytes = parse_size("max_size", uri.take("max_size"));
   BackendConfig config;
   config.max_size_bytes = cache->options_.max_size_bytes;
   config.events = &cache->events_;

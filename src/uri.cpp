@@ -1,5 +1,8 @@
 #include "uri.hpp"
 
+#include <climits>
+#include <cstdint>
+
 #include <algorithm>
 #include <cctype>
 #include <cstdlib>
@@ -123,7 +126,11 @@ uint64_t parse_uint_param(const std::string &name, const std::string &value) {
   if (value.empty() || value.size() > 19 ||
       value.find_first_not_of("0123456789") != std::string::npos)
     throw Error(Status::invalid_arg, "parameter " + name + "='" + value + "' is not a number");
-  return std::stoull(value);
+  const uint64_t n = std::stoull(value);
+  // Every numeric parameter is a count, a level or a duration that must fit an int.
+  if (n > uint64_t(INT32_MAX))
+    throw Error(Status::invalid_arg, "parameter " + name + "='" + value + "' is too large");
+  return n;
 }
 
 }  // namespace progcache
@@ -160,7 +167,10 @@ uint64_t parse_size(const std::string &what, const std::string &text) {
   if (t.empty() || t.size() > 15 || t.find_first_not_of("0123456789") != std::string_view::npos)
     throw Error(Status::invalid_arg,
                 what + " '" + text + "' is not a size (e.g. 500M, 4G, 1048576)");
-  return std::stoull(std::string(t)) * mult;
+  const uint64_t n = std::stoull(std::string(t));
+  if (n > UINT64_MAX / mult)
+    throw Error(Status::invalid_arg, what + " '" + text + "' is too large");
+  return n * mult;
 }
 
 int64_t parse_duration_seconds(const std::string &what, const std::string &text) {

@@ -234,3 +234,14 @@ TEST(BadInput, ASizeNearSizeMaxIsTooLargeOnEveryBackend) {
       EXPECT_EQ(pcache_put(c, "k", 1, &byte, size), PCACHE_ERR_TOO_LARGE) << uri << " " << size;
   }
 }
+
+// A non-NULL secret of size 0 would sign every entry with the empty key, which anyone knows.
+TEST(BadInput, AnEmptySecretIsRefused) {
+  pcache_options o;
+  ASSERT_EQ(pcache_options_init(&o, sizeof o), PCACHE_OK);
+  o.secret = "";
+  o.secret_size = 0;
+  pcache *h = nullptr;
+  EXPECT_EQ(pcache_open("memory:", &o, &h), PCACHE_ERR_INVALID_ARG);
+  EXPECT_EQ(h, nullptr);
+}

@@ -110,7 +110,8 @@ typedef struct pcache_options {
                            entry is signed (keyed BLAKE2b) and every entry read from storage
                            must carry a valid MAC: unsigned or forged entries are misses,
                            counted as corrupt, never returned. Copied during pcache_open. */
-  uint64_t secret_size; /* bytes of secret */
+  uint64_t secret_size; /* bytes of secret; 0 with a non-NULL secret is PCACHE_ERR_INVALID_ARG
+                           (an empty key would sign with a publicly known key) */
   /* later versions append fixed-width fields here, never reorder */
 } pcache_options;
 
