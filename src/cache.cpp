@@ -121,6 +121,10 @@ std::unique_ptr<Cache> Cache::open(std::string_view uri_text, const CacheOptions
     cache->backend_ = std::make_unique<MemoryBackend>(config);
     return cache;
   }
+  if (config.allow_shared && !cache->mac_)
+    set_thread_warning("shared cache '" + cache->display_uri() +
+                       "' has no secret: any user who can write it can plant binaries the GPU "
+                       "would run (set PCACHE_SECRET_FILE)");
   // Bandwidth is what a remote store costs, so its entries are compressed unless told not to.
   cache->compress_level_ = take_compress_level(uri, uri.scheme == "redis");
   if (uri.scheme == "sqlite")

@@ -230,6 +230,12 @@ int FileStreamBackend::shard_fd(int shard, bool create) {
     }
     throw_errno("cannot open '" + dir_ + "/" + name + "'");
   }
+  if (struct stat st; !config_.allow_shared && (::fstat(fd, &st) != 0 || !owned_and_private(st))) {
+    ::close(fd);
+    throw Error(Status::permission, "shard directory '" + dir_ + "/" + name +
+                                        "' is not owned by this user or is writable by others: "
+                                        "entries in it could be planted");
+  }
   shard_fds_[shard].store(fd, std::memory_order_release);
   return fd;
 }
@@ -255,6 +261,12 @@ SharedBlob FileStreamBackend::get(ByteView key) {
   }
   struct stat st;
   if (::fstat(fd.get(), &st) != 0) throw_errno("cannot stat cache entry");
+  if (!config_.allow_shared && !owned_and_private(st)) {
+    // Not ours, or writable by others: whoever could write it could have planted it.
+    if (config_.events) config_.events->corrupt.fetch_add(1, std::memory_order_relaxed);
+    ::unlinkat(dfd, name.c_str(), 0);
+    return nullptr;
+  }
   if (!S_ISREG(st.st_mode) || size_t(st.st_size) < kEntryHeaderSize) {
     // Not an entry (a FIFO, a directory, a truncated file): the cache layer will remove it.
     return std::make_shared<Blob>(0);
@@ -357,7 +369,8 @@ std::optional<std::string> FileStreamBackend::get_meta(std::string_view name) {
   const std::string file = entry_name(name);
   Fd fd(::openat(dfd, file.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK));
   struct stat st;
-  if (!fd || ::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > (16 << 20))
+  if (!fd || ::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > (16 << 20) ||
+      (!config_.allow_shared && !owned_and_private(st)))
     return std::nullopt;
   std::string record(size_t(st.st_size), '\0');
   if (!pread_all(fd.get(), record.data(), record.size(), 0)) return std::nullopt;

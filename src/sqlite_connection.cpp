@@ -88,7 +88,8 @@ void SqliteBackend::open_connection() {
   const std::string dir = parent_dir(path_);
   make_dirs(dir);
   check_private_dir(dir, -1, config_.allow_shared);
-  check_owned_file(path_, config_.allow_shared);
+  for (const char *suffix : {"", "-wal", "-shm", "-journal"})
+    check_owned_file(path_ + suffix, config_.allow_shared);
   // Create the file ourselves so that it is 0600 (SQLite gives its -wal/-shm the same mode).
   {
     Fd fd(::open(path_.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0600));

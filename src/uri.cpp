@@ -1,10 +1,9 @@
 #include "uri.hpp"
 
-#include <climits>
-#include <cstdint>
-
 #include <algorithm>
 #include <cctype>
+#include <climits>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 

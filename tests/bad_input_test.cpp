@@ -170,7 +170,11 @@ TEST(BadInput, EveryPublicFunctionAnswersBadInputWithTheDocumentedStatus) {
        PCACHE_ERR_IO},
       {"sqlite directory that is a file",
        [&] { return open("sqlite:" + (d / "a-file") + "/c.db"); }, PCACHE_ERR_IO},
-      {"sqlite path that is a directory", [&] { return open("sqlite:" + d.path()); },
+      {"sqlite path that is a directory",
+       [&] {
+         ::mkdir((d / "a-dir").c_str(), 0700);
+         return open("sqlite:" + (d / "a-dir"));
+       },
        PCACHE_ERR_IO},
   };
   size_t tried = 0;

@@ -210,7 +210,7 @@ TEST_F(FileStream, HitRefreshesMtimeOnlyAfterTheTouchInterval) {
 }
 
 TEST_F(FileStream, ReadOnlyDirectoryServesHitsAndRefusesWrites) {
-  ::chmod(d_.path().c_str(), 0777);
+  ::chmod(d_.path().c_str(), 01777);  // like /tmp: the other user may create, not replace
   const int rc = run_unprivileged([&] {
     {
       Handle c(uri());

@@ -229,7 +229,7 @@ TEST(Sqlite, LockedDatabaseGivesBusyAfterTheTimeoutThenRecovers) {
 
 TEST(Sqlite, ReadOnlyDatabaseServesHitsAndRefusesWrites) {
   TempDir d;
-  ::chmod(d.path().c_str(), 0777);
+  ::chmod(d.path().c_str(), 01777);  // like /tmp: the other user may create, not replace
   const int rc = run_unprivileged([&] {
     const std::string dir = d / "ro";
     const std::string uri = "sqlite:" + dir + "/cache.db";

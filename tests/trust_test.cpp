@@ -7,6 +7,7 @@
 #include <cstring>
 
 #include "backends.hpp"
+#include "proc_util.hpp"
 #include "test_util.hpp"
 
 using namespace testutil;
@@ -108,7 +109,7 @@ TEST(Trust, SecretFileFromTheEnvironment) {
   EXPECT_NE(std::strstr(pcache_last_error(), "readable by other users"), nullptr);
 }
 
-TEST(Trust, WorldWritableDirectoryIsRefusedUnlessSharedOrSticky) {
+TEST(Trust, DirectoryOthersCanWriteIsRefusedUnlessShared) {
   for (const BackendCase &b : persistent_backends()) {
     SCOPED_TRACE(b.name);
     TempDir d;
@@ -124,10 +125,11 @@ TEST(Trust, WorldWritableDirectoryIsRefusedUnlessSharedOrSticky) {
     pcache *h = open_with(b.uri(d), "", PCACHE_OPEN_ALLOW_SHARED, &st);
     EXPECT_EQ(st, PCACHE_OK) << pcache_last_error();
     pcache_close(h);
-    ::chmod(dir.c_str(), 01777);  // sticky, like /tmp: others cannot replace our files
-    h = open_with(b.uri(d), "", 0, &st);
-    EXPECT_EQ(st, PCACHE_OK) << pcache_last_error();
-    pcache_close(h);
+    // Sticky, like /tmp: others cannot replace our files, but they can still create shard
+    // directories, entries and -wal files beside the database. Refused too.
+    ::chmod(dir.c_str(), 01777);
+    EXPECT_EQ(open_with(b.uri(d), "", 0, &st), nullptr);
+    EXPECT_EQ(st, PCACHE_ERR_PERMISSION) << pcache_last_error();
   }
 }
 
@@ -191,4 +193,81 @@ TEST(Trust, OptionsFromOlderAndNewerCallers) {
   pcache_options_init(&o, sizeof o);
   o.secret_size = 4;
   EXPECT_EQ(pcache_open("memory:", &o, &h), PCACHE_ERR_INVALID_ARG);
+}
+
+// A hostile neighbour, as a second real user (root is the victim, uid 65534 the attacker): in a
+// directory the victim made writable by others (sticky, like /tmp), the attacker plants a
+// well-formed entry (a file-stream shard directory holding an entry copied from the attacker's
+// own cache) or a WAL beside the victim's database. Without PCACHE_OPEN_ALLOW_SHARED the
+// directory is refused; with it and a secret, the planted entry is a miss, never served.
+TEST(Trust, AnotherUserCannotPlantEntriesInADirectoryOthersCanWrite) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to act as a second user (uid 65534)";
+  TempDir d;
+  ::chmod(d.path().c_str(), 0755);
+  const std::string victim = d / "victim", attacker = d / "attacker";
+  ASSERT_EQ(::mkdir(victim.c_str(), 0700), 0);
+  ASSERT_EQ(::mkdir(attacker.c_str(), 0700), 0);
+  ASSERT_EQ(::chown(attacker.c_str(), 65534, 65534), 0);
+  {  // the victim's caches, with one genuine entry each
+    pcache *h = open_with("filestream:" + victim + "/fs", "fleet");
+    ASSERT_NE(h, nullptr) << pcache_last_error();
+    pcache_close(h);
+    h = open_with("sqlite:" + victim + "/c.db", "fleet");
+    ASSERT_NE(h, nullptr) << pcache_last_error();
+    pcache_close(h);
+  }
+  ASSERT_EQ(::chmod((victim + "/fs").c_str(), 01777), 0);  // "shared", the way /tmp is
+  ASSERT_EQ(::chmod(victim.c_str(), 01777), 0);
+  // The attacker builds entries for the key "k" in caches of its own and plants them.
+  const int planted = run_unprivileged([&] {
+    pcache *own = open_with("filestream:" + attacker + "/fs", "");
+    if (!own || pcache_put(own, "k", 1, "EVIL", 4) != PCACHE_OK) return 1;
+    pcache_close(own);
+    for (const std::string &f : list_files(attacker + "/fs")) {
+      const std::string rel = f.substr(attacker.size() + 4);
+      if (rel.size() != 35 || rel[2] != '/') continue;
+      ::mkdir((victim + "/fs/" + rel.substr(0, 2)).c_str(), 0777);
+      if (run_command("cp '" + f + "' '" + victim + "/fs/" + rel + "' && echo ok") != "ok\n")
+        return 2;
+    }
+    // A WAL of the attacker's making beside the victim's database.
+    write_file(victim + "/c.db-wal", std::string(4096, 'W'));
+    ::chmod((victim + "/c.db-wal").c_str(), 0666);
+    return 0;
+  });
+  ASSERT_EQ(planted, 0);
+  pcache_status st;
+  for (const std::string &uri : {"filestream:" + victim + "/fs", "sqlite:" + victim + "/c.db"}) {
+    SCOPED_TRACE(uri);
+    EXPECT_EQ(open_with(uri, ""), nullptr);  // refused: others can write where it lives
+    // Deliberately shared, with the fleet's secret: the planted entry is never served.
+    pcache *h = open_with(uri, "fleet", PCACHE_OPEN_ALLOW_SHARED, &st);
+    ASSERT_NE(h, nullptr) << pcache_last_error();
+    const std::string v = get(h, "k", &st);
+    EXPECT_EQ(st, PCACHE_NOT_FOUND) << "served: " << v;
+    pcache_close(h);
+  }
+}
+
+// OpenSSH's StrictModes walk: a parent of the cache directory that others can write without the
+// sticky bit (or that another user owns) lets them swap the cache directory for their own.
+TEST(Trust, AParentOthersCanWriteWithoutTheStickyBitIsRefused) {
+  for (const BackendCase &b : persistent_backends()) {
+    SCOPED_TRACE(b.name);
+    TempDir d;
+    const std::string parent = d / "open";
+    ASSERT_EQ(::mkdir(parent.c_str(), 0700), 0);
+    ASSERT_EQ(::chmod(parent.c_str(), 0777), 0);
+    const std::string uri = std::string(b.name) == "sqlite" ? "sqlite:" + parent + "/private/c.db"
+                                                            : "filestream:" + parent + "/private";
+    pcache_status st;
+    EXPECT_EQ(open_with(uri, "", 0, &st), nullptr);
+    EXPECT_EQ(st, PCACHE_ERR_PERMISSION);
+    EXPECT_NE(std::strstr(pcache_last_error(), "a parent of the cache directory"), nullptr)
+        << pcache_last_error();
+    ASSERT_EQ(::chmod(parent.c_str(), 01777), 0);  // sticky: accepted, as /tmp is
+    pcache *h = open_with(uri, "", 0, &st);
+    EXPECT_EQ(st, PCACHE_OK) << pcache_last_error();
+    pcache_close(h);
+  }
 }
