@@ -13,6 +13,7 @@
 #include <string_view>
 
 #include "blob.hpp"
+#include "fork_guard.hpp"
 
 namespace progcache {
 
@@ -114,7 +115,7 @@ class Backend {
   static constexpr size_t kMaxMetaRecords = 20000;
 
  private:
-  std::mutex counters_mutex_;
+  ForkSafeMutex counters_mutex_{ForkSafeMutex::kInner};
   PersistentCounters counters_;
   std::map<std::string, std::string> meta_;
 };

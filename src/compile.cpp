@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "error.hpp"
+#include "fork_guard.hpp"
 #include "fsutil.hpp"
 #include "include_scan.hpp"
 #include "nvrtc.hpp"
@@ -41,7 +42,7 @@ struct Flight {
 };
 // Keyed by (cache, key): a compile for one handle is no result for another.
 using FlightKey = std::pair<const Cache *, Key>;
-std::mutex g_flights_mutex;
+ForkSafeMutex g_flights_mutex{ForkSafeMutex::kOuter};
 std::map<FlightKey, std::shared_ptr<Flight>> g_flights;
 
 // A cross-process lock on one of kLockStripes files under the cache's lock directory, taken with

@@ -89,7 +89,7 @@ class FileStreamBackend::StatsLock {
   ~StatsLock() { ::flock(fd_, LOCK_UN); }
 
  private:
-  std::unique_lock<std::mutex> lock_;
+  std::unique_lock<ForkSafeMutex> lock_;
   int fd_;
 };
 

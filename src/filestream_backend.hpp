@@ -95,9 +95,10 @@ class FileStreamBackend final : public Backend {
   Fd dir_fd_;
   Fd tmp_fd_;
   std::atomic<int> meta_fd_{-1};
-  std::mutex shard_mutex_;
+  ForkSafeMutex shard_mutex_{ForkSafeMutex::kInner};
   std::array<std::atomic<int>, kShards> shard_fds_;
-  std::mutex stats_mutex_;  // flock() does not exclude threads sharing one descriptor
+  ForkSafeMutex stats_mutex_{
+      ForkSafeMutex::kOuter};  // flock() does not exclude threads sharing one descriptor
   Fd stats_fd_;
   long stats_pid_ = 0;
   std::atomic<unsigned> evict_cursor_{0};

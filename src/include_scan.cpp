@@ -13,6 +13,7 @@
 #include <set>
 #include <unordered_map>
 
+#include "fork_guard.hpp"
 #include "fsutil.hpp"
 
 namespace progcache {
@@ -315,7 +316,7 @@ std::string read_all(int fd, uint64_t size, bool *ok) {
 using FactsPtr = std::shared_ptr<const FileFacts>;
 
 // Process-wide memo: "dev:ino:size:mtime:ctime" -> facts.
-std::mutex g_facts_mutex;
+ForkSafeMutex g_facts_mutex{ForkSafeMutex::kInner};
 std::unordered_map<std::string, FactsPtr> g_facts;
 
 class Scanner {
@@ -635,7 +636,7 @@ std::optional<IncludeScan> decode_manifest(std::string_view in) {
   return scan;
 }
 
-std::mutex g_manifests_mutex;
+ForkSafeMutex g_manifests_mutex{ForkSafeMutex::kInner};
 std::unordered_map<std::string, std::shared_ptr<const IncludeScan>> g_manifests;
 
 }  // namespace

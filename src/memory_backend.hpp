@@ -39,7 +39,7 @@ class MemoryBackend final : public Backend {
   void erase_locked(Lru::iterator it);
 
   const BackendConfig config_;
-  std::mutex mutex_;
+  ForkSafeMutex mutex_{ForkSafeMutex::kMiddle};
   Lru lru_;
   std::unordered_map<std::string, Lru::iterator, KeyHash, std::equal_to<>> index_;
   uint64_t total_ = 0;

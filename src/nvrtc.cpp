@@ -15,6 +15,7 @@
 #include <mutex>
 
 #include "error.hpp"
+#include "fork_guard.hpp"
 #include "trust.hpp"
 
 namespace progcache {
@@ -82,7 +83,7 @@ NvrtcLocation locate_nvrtc() {
   // Scanning the library directories costs ~0.5 ms (thousands of files in the system
   // directories), so it runs once per process and setting; each call then only re-stats the
   // chosen file, which still notices an NVRTC replaced in place.
-  static std::mutex mutex;
+  static ForkSafeMutex mutex;
   static std::map<std::string, NvrtcLocation> found;
   const char *env = trusted_env("PCACHE_NVRTC_LIBRARY");
   const std::string setting = env ? env : "";
@@ -148,7 +149,7 @@ Nvrtc::Nvrtc() = default;
 Nvrtc::~Nvrtc() = default;
 
 namespace {
-std::mutex g_loaded_mutex;
+ForkSafeMutex g_loaded_mutex;
 std::map<std::string, std::unique_ptr<Nvrtc>> g_loaded;  // lives as long as the process
 }  // namespace
 

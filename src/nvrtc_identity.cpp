@@ -11,6 +11,7 @@
 
 #include "elf_file.hpp"
 #include "error.hpp"
+#include "fork_guard.hpp"
 #include "fsutil.hpp"
 #include "stat_identity.hpp"
 
@@ -21,7 +22,7 @@ constexpr std::string_view kBuiltinsPrefix = "libnvrtc-builtins.so.";
 
 // ELF facts of a file, remembered per (path, stat identity) for this process.
 std::optional<ElfFacts> elf_facts_of(const std::string &path) {
-  static std::mutex mutex;
+  static ForkSafeMutex mutex;
   static std::map<std::string, ElfFacts> memo;
   Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   struct stat st;
@@ -44,7 +45,7 @@ std::optional<ElfFacts> elf_facts_of(const std::string &path) {
 // .rodata once per build-id and remembered; "" for an NVRTC that names none.
 std::string builtins_soname(const std::string &nvrtc_path, const std::string &build_id,
                             MemoStore *memos) {
-  static std::mutex mutex;
+  static ForkSafeMutex mutex;
   static std::map<std::string, std::string> memo;
   const std::string memo_name = "nvrtc-builtins-soname/" + build_id;
   {

@@ -61,7 +61,7 @@ class RedisBackend final : public Backend {
   uint64_t lease_ms_ = 120000;  // 0: no cross-machine single flight
   std::string where_;           // "redis HOST:PORT/DB" for messages
 
-  std::mutex mutex_;
+  ForkSafeMutex mutex_{ForkSafeMutex::kInner};
   std::vector<redisContext *> idle_;  // connections of process owner_pid_
   int owner_pid_ = 0;
 };

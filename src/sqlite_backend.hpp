@@ -94,7 +94,7 @@ class SqliteBackend final : public Backend {
   std::string path_;
   int busy_timeout_ms_ = 5000;
   bool wal_ = true;
-  std::mutex mutex_;
+  ForkSafeMutex mutex_{ForkSafeMutex::kMiddle};
   sqlite3 *db_ = nullptr;
   sqlite3_stmt *stmts_[kStmtCount] = {};
   bool read_only_ = false;

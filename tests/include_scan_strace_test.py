@@ -48,6 +48,8 @@ def traced_paths(args):
             continue  # the toolkit's libraries and NVVM, not headers
         if os.path.basename(p) in NVRTC_INTERNAL or os.path.isdir(p):
             continue
+        if re.search(r"/(tsan|asan|lsan|ubsan|msan)[._]", p):
+            continue  # a sanitizer runtime's own files (sanitizer builds of nvrtc_raw)
         paths.add(p)
     os.unlink(log)
     return paths

@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 
 #include <atomic>
+#include <csignal>
 #include <cstdlib>
 #include <random>
 #include <thread>
@@ -219,6 +220,40 @@ TEST_P(MultiProcess, WritersKilledAtRandomNeverCorruptWhatIsServed) {
   }
   RecordProperty("kills", kills);
   RecordProperty("entries_served", served);
+}
+
+// fork() while other threads use the handle: a child used to inherit a mutex held by a thread
+// that does not exist in it and hang (28 of 30 children on SQLite and file-stream). Now every
+// child can go on using the handle it inherited; each must finish within 20 s.
+TEST_P(MultiProcess, ChildrenForkedWhileThreadsUseTheHandleKeepWorking) {
+  Handle c(GetParam().uri(dir_));
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> busy;
+  for (int t = 0; t < 4; ++t)
+    busy.emplace_back([&, t] {
+      for (int i = 0; !stop; ++i) {
+        const std::string k = "t" + std::to_string(t) + "-" + std::to_string(i % 16);
+        c.put(k, make_value(uint32_t(i), uint32_t(t), 512));
+        c.get(k, nullptr);
+      }
+    });
+  int hung = 0, failed = 0;
+  for (int n = 0; n < 30; ++n) {
+    const pid_t child = spawn([&] {
+      ::alarm(20);
+      const std::string k = "child" + std::to_string(n);
+      if (c.put(k, "from a child") != PCACHE_OK) return 1;
+      std::string v;
+      return c.get(k, &v) == PCACHE_OK && v == "from a child" ? 0 : 2;
+    });
+    const int rc = wait_for(child);
+    hung += rc == 128 + SIGALRM;
+    failed += rc != 0;
+  }
+  stop = true;
+  for (auto &t : busy) t.join();
+  EXPECT_EQ(hung, 0) << "children hung on a lock held by a thread that was not forked";
+  EXPECT_EQ(failed, 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(Persistent, MultiProcess, ::testing::ValuesIn(persistent_backends()),

@@ -25,8 +25,12 @@
  *   the same pointer out again; a stale copy then refers to the new cache.)
  * - Environment: in setuid/setgid processes the library ignores every PCACHE_* variable
  *   (secure_getenv), so a caller cannot redirect a privileged program's cache or libraries.
- * - fork(): a handle opened before fork() may be used in the child; persistent backends detect
- *   the new process and open their own connection/descriptors (the parent's are not touched).
+ * - fork(): a handle opened before fork() may be used in the child, also when other threads
+ *   were using it at the fork: pthread_atfork handlers take the library's locks before fork()
+ *   and release them in both processes. Persistent backends detect the new process and open
+ *   their own connection/descriptors (the parent's are not touched). Not covered: a thread
+ *   inside SQLite's or OpenSSL's own global locks at the instant of fork() (their rules apply);
+ *   a child that only exec()s is always safe.
  * - No C++ exception, type or allocator crosses this boundary.
  */
 #ifndef PROGCACHE_PROGCACHE_H
