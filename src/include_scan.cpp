@@ -267,20 +267,39 @@ std::string encode_facts(const FileFacts &f) {
   return out;
 }
 
-std::optional<FileFacts> decode_facts(std::string_view in) {
-  size_t at = 0;
-  auto take = [&](size_t n) -> std::optional<std::string_view> {
-    if (n > in.size() - at) return std::nullopt;
-    at += n;
-    return in.substr(at - n, n);
-  };
-  auto u32 = [&]() -> std::optional<uint32_t> {
+// Reads the little-endian, length-checked encodings of the memos below; every read of a damaged
+// or truncated memo gives nullopt, never an out-of-range access.
+class MemoReader {
+ public:
+  explicit MemoReader(std::string_view in) : in_(in) {}
+  std::optional<std::string_view> take(size_t n) {
+    if (n > in_.size() - at_) return std::nullopt;
+    at_ += n;
+    return in_.substr(at_ - n, n);
+  }
+  std::optional<uint32_t> u32() {
     auto b = take(4);
     if (!b) return std::nullopt;
     uint32_t v = 0;
     for (int i = 0; i < 4; ++i) v |= uint32_t(uint8_t((*b)[i])) << (8 * i);
     return v;
-  };
+  }
+  std::optional<uint64_t> u64() {
+    auto lo = u32(), hi = lo ? u32() : std::nullopt;
+    if (!hi) return std::nullopt;
+    return uint64_t(*lo) | uint64_t(*hi) << 32;
+  }
+  bool at_end() const { return at_ == in_.size(); }
+
+ private:
+  std::string_view in_;
+  size_t at_ = 0;
+};
+
+std::optional<FileFacts> decode_facts(std::string_view in) {
+  MemoReader r(in);
+  auto take = [&](size_t n) { return r.take(n); };
+  auto u32 = [&] { return r.u32(); };
   FileFacts f;
   auto magic = take(4);
   auto digest = take(32);
@@ -301,7 +320,7 @@ std::optional<FileFacts> decode_facts(std::string_view in) {
     if (!name || uint8_t((*kind)[0]) > 3 || uint8_t((*angle)[0]) > 1) return std::nullopt;
     f.directives.push_back({DirectiveKind((*kind)[0]), (*angle)[0] == 1, std::string(*name)});
   }
-  if (at != in.size()) return std::nullopt;
+  if (!r.at_end()) return std::nullopt;
   return f;
 }
 
@@ -590,24 +609,10 @@ std::string encode_manifest(const IncludeScan &scan) {
 }
 
 std::optional<IncludeScan> decode_manifest(std::string_view in) {
-  size_t at = 0;
-  auto take = [&](size_t n) -> std::optional<std::string_view> {
-    if (n > in.size() - at) return std::nullopt;
-    at += n;
-    return in.substr(at - n, n);
-  };
-  auto u32 = [&]() -> std::optional<uint32_t> {
-    auto b = take(4);
-    if (!b) return std::nullopt;
-    uint32_t v = 0;
-    for (int i = 0; i < 4; ++i) v |= uint32_t(uint8_t((*b)[i])) << (8 * i);
-    return v;
-  };
-  auto u64 = [&]() -> std::optional<uint64_t> {
-    auto lo = u32(), hi = lo ? u32() : std::nullopt;
-    if (!hi) return std::nullopt;
-    return uint64_t(*lo) | uint64_t(*hi) << 32;
-  };
+  MemoReader r(in);
+  auto take = [&](size_t n) { return r.take(n); };
+  auto u32 = [&] { return r.u32(); };
+  auto u64 = [&] { return r.u64(); };
   IncludeScan scan;
   auto magic = take(4);
   auto why_size = magic && *magic == "PCM1" ? u32() : std::nullopt;
@@ -632,7 +637,7 @@ std::optional<IncludeScan> decode_manifest(std::string_view in) {
     d.stat = {*v[0], *v[1], *v[2], int64_t(*v[3]), int64_t(*v[4])};
     scan.dependencies.push_back(std::move(d));
   }
-  if (at != in.size()) return std::nullopt;
+  if (!r.at_end()) return std::nullopt;
   return scan;
 }
 

@@ -37,8 +37,8 @@ constexpr const char *kSql[] = {
     "UPDATE meta SET value = value + ?2 WHERE name = ?1",
     "SELECT record FROM memo WHERE name = ?1",
     "INSERT OR REPLACE INTO memo(name, record) VALUES(?1, ?2)",
-    "DELETE FROM memo WHERE rowid IN (SELECT rowid FROM memo ORDER BY rowid LIMIT"
-    " max(0, (SELECT count(*) FROM memo) - ?1))",
+    ("DELETE FROM memo WHERE rowid IN (SELECT rowid FROM memo ORDER BY rowid LIMIT"
+     " max(0, (SELECT count(*) FROM memo) - ?1))"),
     "DELETE FROM entries WHERE rowid = ?1 RETURNING size",
     "SELECT count(*), total(max(size, 0)) FROM entries",
 };
