@@ -270,7 +270,17 @@ void Cache::flush_counters() {
   d.compile_us_saved = int64_t(pending_saved_us_.exchange(0));
   const uint64_t evictions = events_.evictions.load();
   d.evictions = int64_t(evictions - flushed_evictions_.exchange(evictions));
-  if (d.hits || d.misses || d.compile_us_saved || d.evictions) backend_->add_counters(d);
+  if (!(d.hits || d.misses || d.compile_us_saved || d.evictions)) return;
+  try {
+    backend_->add_counters(d);
+  } catch (const Error &e) {
+    if (e.status() != Status::busy) throw;
+    // Busy: keep them for the next flush (a closing handle loses them; they are advisory).
+    pending_hits_.fetch_add(uint64_t(d.hits));
+    pending_misses_.fetch_add(uint64_t(d.misses));
+    pending_saved_us_.fetch_add(uint64_t(d.compile_us_saved));
+    flushed_evictions_.fetch_sub(uint64_t(d.evictions));
+  }
 }
 
 PersistentCounters Cache::persistent_counters() {

@@ -266,7 +266,16 @@ std::string RedisBackend::entry_key(ByteView key) const {
 
 SharedBlob RedisBackend::get(ByteView key) {
   Connection c = acquire();
-  Reply r = c.command({std::string_view("GET"), entry_key(key)});
+  Reply r(nullptr, freeReplyObject);
+  try {
+    r = c.command({std::string_view("GET"), entry_key(key)});
+  } catch (const Error &e) {
+    // A value of another type under an entry's name is damage in one key, not an outage of
+    // the server (which would put a whole tier into back-off): removed, and a miss.
+    if (std::string_view(e.what()).find("WRONGTYPE") == std::string_view::npos) throw;
+    c.command({std::string_view("DEL"), entry_key(key)});
+    return nullptr;
+  }
   if (r->type != REDIS_REPLY_STRING) return nullptr;
   // Take the reply's own buffer (malloc'd by hiredis, freed by freeReplyObject otherwise) rather
   // than copying it: a megabyte copy and a fresh allocation cost more than the transfer.

@@ -72,8 +72,8 @@ SqliteBackend::SqliteBackend(Uri &uri, const BackendConfig &config)
 SqliteBackend::~SqliteBackend() {
   std::lock_guard lock(mutex_);
   if (db_ && pid_ == ::getpid() && !pending_touches_.empty() && !read_only_) {
-    try {
-      write_txn([&] { flush_touches_locked(); });
+    try {  // without waiting for a writer: a reader's close must not block
+      try_write_txn([&] { flush_touches_locked(); });
     } catch (...) {  // recency is advisory; losing a few touches on close is harmless
     }
   }
@@ -133,11 +133,38 @@ void SqliteBackend::maybe_flush_touches_locked() {
   if (pending_touches_.size() < kFlushAfterTouches &&
       std::chrono::steady_clock::now() - first_pending_ < kFlushAfterTime)
     return;
-  try {
-    write_txn([&] { flush_touches_locked(); });
-  } catch (const Error &e) {
-    if (e.status() != Status::busy) throw;  // busy: keep them for the next write
+  // A hit never waits for a writer: if another connection holds the write lock, the touches
+  // wait for this handle's next write.
+  try_write_txn([&] { flush_touches_locked(); });
+}
+
+bool SqliteBackend::try_write_txn(const std::function<void()> &fn) {
+  sqlite3_busy_timeout(db_, 0);  // one attempt at the write lock, without the busy handler
+  struct RestoreTimeout {
+    sqlite3 *db;
+    int ms;
+    ~RestoreTimeout() { sqlite3_busy_timeout(db, ms); }
+  } restore{db_, busy_timeout_ms_};
+  {
+    StmtScope begin{stmt(kBegin)};
+    const int rc = sqlite3_step(begin.s);
+    if (is_busy(rc)) return false;
+    if (rc != SQLITE_DONE) fail(rc, "cannot begin a write transaction");
   }
+  try {
+    fn();
+    StmtScope commit{stmt(kCommit)};
+    const int rc = sqlite3_step(commit.s);
+    if (rc != SQLITE_DONE) fail(rc, "cannot commit");
+  } catch (const Error &e) {
+    if (sqlite3_get_autocommit(db_) == 0) {
+      StmtScope rollback{stmt(kRollback)};
+      sqlite3_step(rollback.s);
+    }
+    if (e.status() != Status::busy) throw;
+    return false;
+  }
+  return true;
 }
 
 void SqliteBackend::recount_locked(int64_t &total, int64_t &count) {
@@ -348,7 +375,8 @@ void SqliteBackend::add_counters(const PersistentCounters &d) {
   std::lock_guard lock(mutex_);
   if (read_only_) return;
   with_recovery([&] {
-    write_txn([&] {
+    // Advisory counters never make a lookup wait for a writer: busy, they go back to the handle.
+    const bool done = try_write_txn([&] {
       const std::pair<const char *, int64_t> adds[] = {{"hits", d.hits},
                                                        {"misses", d.misses},
                                                        {"evictions", d.evictions},
@@ -362,6 +390,7 @@ void SqliteBackend::add_counters(const PersistentCounters &d) {
         if (rc != SQLITE_DONE) fail(rc, "cannot update the shared counters");
       }
     });
+    if (!done) throw Error(Status::busy, "the shared counters are locked by a writer");
   });
 }
 

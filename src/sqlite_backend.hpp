@@ -5,6 +5,7 @@
 #include <sys/types.h>
 
 #include <chrono>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -80,6 +81,9 @@ class SqliteBackend final : public Backend {
   // resetting the database (then retrying once) if it turns out corrupt.
   template <typename Fn>
   void write_txn(Fn &&fn);
+  // One attempt at BEGIN IMMEDIATE without waiting; false (nothing done) when another
+  // connection holds the write lock.
+  bool try_write_txn(const std::function<void()> &fn);
   template <typename Fn>
   auto with_recovery(Fn &&fn) -> decltype(fn());
   [[noreturn]] void fail(int rc, const std::string &what);

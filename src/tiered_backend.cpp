@@ -120,6 +120,15 @@ bool TieredBackend::remove(ByteView key) {
   std::optional<Error> first_error;
   bool removed = false;
   for (auto &tier : tiers_) {
+    // A tier in back-off is not contacted (each call would wait out its timeout), but the
+    // delete is reported as failed: the entry may still be there.
+    if (!available(*tier)) {
+      if (!first_error)
+        first_error = Error(Status::remote, "tier " + tier->cache->display_uri() +
+                                                " is in back-off after a failure; the entry was "
+                                                "not removed there");
+      continue;
+    }
     try {
       removed = tier->cache->remove(key) || removed;
       succeeded(*tier);

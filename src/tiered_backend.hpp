@@ -24,8 +24,9 @@ class TieredBackend final : public Backend {
 
   SharedBlob get(ByteView key) override;
   void put(ByteView key, Blob &&record, uint64_t payload_size) override;
-  // remove and clear act on every tier, back-off or not, and throw the first failure after
-  // trying them all: an entry that stays in a tier that could not be reached would come back.
+  // remove acts on every tier not in back-off, clear on every tier; both throw the first failure
+  // (a tier in back-off counts as one) after trying them all: an entry that stays in a tier
+  // that could not be reached would come back.
   bool remove(ByteView key) override;
   void clear() override;
   // count and size are those of the deepest tier that answers (it holds what the others hold,

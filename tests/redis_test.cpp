@@ -525,3 +525,41 @@ TEST(Tiered, EachTierTakesItsOwnCap) {
   pcache *bad = nullptr;
   EXPECT_EQ(pcache_open("memory:?max_size=lots", nullptr, &bad), PCACHE_ERR_INVALID_ARG);
 }
+
+// Deletes respect a remote tier's back-off: with the server stalled, each one used to wait out
+// the timeout (20 deletes took 6.4 s). Now the tier in back-off is not contacted (counted as a
+// skip) and the delete reports that the entry may remain there.
+TEST(Tiered, DeletesDoNotContactATierInBackOff) {
+  RedisServer server;
+  TempDir d;
+  Handle c("tiered:memory:|" + server.uri(redis_prefix(d), "&backoff_ms=60000&timeout_ms=300"));
+  ASSERT_EQ(c.put("a", "alpha"), PCACHE_OK) << pcache_last_error();
+  ::kill(server.pid(), SIGSTOP);
+  ASSERT_EQ(c.put("b", "beta"), PCACHE_OK);  // the remote tier fails once: back-off
+  const uint64_t skips = tier_stats(c, 1).tier_skips;
+  const uint64_t errors = tier_stats(c, 1).tier_errors;
+  for (int i = 0; i < 20; ++i) {
+    EXPECT_EQ(pcache_delete(c, "a", 1), PCACHE_ERR_REMOTE);
+    EXPECT_NE(std::string(pcache_last_error()).find("back-off"), std::string::npos)
+        << pcache_last_error();
+  }
+  EXPECT_EQ(tier_stats(c, 1).tier_skips, skips + 20);
+  EXPECT_EQ(tier_stats(c, 1).tier_errors, errors);  // never contacted, so never failed again
+  ::kill(server.pid(), SIGCONT);
+}
+
+// One key of another type under an entry's name is damage in that key, not an outage: it used to
+// put the whole Redis tier into back-off. It is removed and read as a miss.
+TEST(Redis, AKeyOfTheWrongTypeIsAMissNotAnOutage) {
+  TempDir d;
+  const std::string prefix = redis_prefix(d);
+  Handle c("tiered:memory:|" + shared_redis().uri(prefix));
+  ASSERT_EQ(shared_redis().command({"HSET", prefix + "e:k", "f", "v"}), "1");
+  EXPECT_EQ(c.get("k", nullptr), PCACHE_NOT_FOUND) << pcache_last_error();
+  EXPECT_EQ(tier_stats(c, 1).tier_errors, 0u);
+  EXPECT_EQ(shared_redis().command({"EXISTS", prefix + "e:k"}), "0");
+  ASSERT_EQ(c.put("k2", "v2"), PCACHE_OK);
+  std::string v;
+  Handle plain(shared_redis().uri(prefix));
+  EXPECT_EQ(plain.get("k2", &v), PCACHE_OK) << pcache_last_error();
+}

@@ -397,3 +397,30 @@ TEST(Sqlite, AnEvictionThatFailsDuringOpenIsAnErrorNotACrash) {
   const int rc = wait_for(child);
   EXPECT_LT(rc, 128) << "the child died of signal " << rc - 128;
 }
+
+// A hit never waits for another connection's write transaction (it used to wait out
+// busy_timeout_ms when its queued recency was due to be written). With a 60 s busy timeout and
+// the write lock held elsewhere, 300 hits (past the 128-touch flush) finish; a 20 s alarm would
+// end the child otherwise.
+TEST(Sqlite, HitsNeverWaitForAWriter) {
+  TempDir d;
+  const std::string db = d / "cache.db";
+  const std::string uri = "sqlite:" + db + "?busy_timeout_ms=60000";
+  {
+    Handle c(uri);
+    ASSERT_EQ(c.put("k", "v"), PCACHE_OK);
+  }
+  sqlite3 *locker = nullptr;
+  ASSERT_EQ(sqlite3_open(db.c_str(), &locker), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(locker, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr), SQLITE_OK);
+  const pid_t child = spawn([&] {
+    ::alarm(20);
+    Handle c(uri);
+    for (int i = 0; i < 300; ++i)
+      if (c.get("k", nullptr) != PCACHE_OK) return 1;
+    return 0;
+  });
+  EXPECT_EQ(wait_for(child), 0);
+  sqlite3_exec(locker, "COMMIT", nullptr, nullptr, nullptr);
+  sqlite3_close(locker);
+}
