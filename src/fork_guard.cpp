@@ -10,6 +10,10 @@ namespace progcache {
 struct ForkRegistry {
   std::mutex mutex;
   ForkSafeMutex *head = nullptr;
+  static constexpr int kMaxParticipants = 4;
+  void (*participant_prepare[kMaxParticipants])() = {};
+  void (*participant_release[kMaxParticipants])() = {};
+  int participants = 0;
 
   static ForkRegistry &get() {
     static ForkRegistry *registry = [] {
@@ -26,14 +30,24 @@ struct ForkRegistry {
     for (int rank = ForkSafeMutex::kOuter; rank <= ForkSafeMutex::kInner; ++rank)
       for (ForkSafeMutex *m = r.head; m; m = m->next_)
         if (m->rank_ == rank) m->m_.lock();
+    for (int i = 0; i < r.participants; ++i) r.participant_prepare[i]();
   }
 
   static void release() {
     ForkRegistry &r = get();
+    for (int i = r.participants - 1; i >= 0; --i) r.participant_release[i]();
     for (ForkSafeMutex *m = r.head; m; m = m->next_) m->m_.unlock();
     r.mutex.unlock();
   }
 };
+
+void add_fork_participant(void (*prepare)(), void (*release)()) {
+  ForkRegistry &r = ForkRegistry::get();
+  std::lock_guard lock(r.mutex);
+  if (r.participants == ForkRegistry::kMaxParticipants) return;
+  r.participant_prepare[r.participants] = prepare;
+  r.participant_release[r.participants++] = release;
+}
 
 ForkSafeMutex::ForkSafeMutex(Rank rank) : rank_(rank) {
   ForkRegistry &r = ForkRegistry::get();

@@ -10,6 +10,10 @@
 
 namespace progcache {
 
+// Locks of a library progcache calls into (SQLite's global mutexes) taken after all of
+// progcache's own before fork() and released first after it. Registered once per process.
+void add_fork_participant(void (*prepare)(), void (*release)());
+
 class ForkSafeMutex {
  public:
   // Rank: mutexes are taken before fork in ascending rank; a mutex held while another is

@@ -9,6 +9,8 @@
 #include <cstdio>
 #include <cstring>
 #include <ctime>
+#include <iterator>
+#include <mutex>
 #include <thread>
 
 #include "error.hpp"
@@ -44,6 +46,19 @@ constexpr const char *kSql[] = {
 };
 
 constexpr size_t kFlushAfterTouches = 128;
+
+// SQLite's global mutexes a child needs to open its own connection (the main one, the unix VFS's
+// inode list, the allocator's), in the order SQLite nests them: held across fork() so that a
+// parent thread inside sqlite3_step at that instant cannot leave one locked in the child.
+constexpr int kSqliteForkMutexes[] = {SQLITE_MUTEX_STATIC_MAIN, SQLITE_MUTEX_STATIC_VFS1,
+                                      SQLITE_MUTEX_STATIC_MEM};
+void sqlite_fork_prepare() {
+  for (int id : kSqliteForkMutexes) sqlite3_mutex_enter(sqlite3_mutex_alloc(id));
+}
+void sqlite_fork_release() {
+  for (int i = int(std::size(kSqliteForkMutexes)) - 1; i >= 0; --i)
+    sqlite3_mutex_leave(sqlite3_mutex_alloc(kSqliteForkMutexes[i]));
+}
 constexpr auto kFlushAfterTime = std::chrono::milliseconds(500);
 
 }  // namespace
@@ -52,6 +67,11 @@ using namespace sqlite_detail;
 
 SqliteBackend::SqliteBackend(Uri &uri, const BackendConfig &config)
     : config_(config), path_(uri.path) {
+  static std::once_flag fork_hooks;
+  std::call_once(fork_hooks, [] {
+    sqlite3_initialize();  // the static mutexes exist from here on
+    add_fork_participant(&sqlite_fork_prepare, &sqlite_fork_release);
+  });
   busy_timeout_ms_ =
       static_cast<int>(parse_uint_param("busy_timeout_ms", uri.take("busy_timeout_ms", "5000")));
   uri.expect_no_params();
