@@ -28,9 +28,9 @@
  * - fork(): a handle opened before fork() may be used in the child, also when other threads
  *   were using it at the fork: pthread_atfork handlers take the library's locks before fork()
  *   and release them in both processes. Persistent backends detect the new process and open
- *   their own connection/descriptors (the parent's are not touched). Not covered: a thread
- *   inside SQLite's or OpenSSL's own global locks at the instant of fork() (their rules apply);
- *   a child that only exec()s is always safe.
+ *   their own connection/descriptors (the parent's are not touched); SQLite's global mutexes
+ *   (main, unix VFS, allocator) are held across the fork too. Not covered: OpenSSL's and the C
+ *   library's own locks (their rules apply); a child that only exec()s is always safe.
  * - No C++ exception, type or allocator crosses this boundary.
  */
 #ifndef PROGCACHE_PROGCACHE_H
