@@ -67,6 +67,9 @@ class Backend {
   virtual void put(ByteView key, Blob &&record, uint64_t payload_size) = 0;
   // true if something was removed.
   virtual bool remove(ByteView key) = 0;
+  // Removes a record the cache found damaged or foreign (its checksum, MAC or key failed): the
+  // sizes it claims are not believed when the totals are adjusted. true if something was removed.
+  virtual bool remove_damaged(ByteView key) { return remove(key); }
   virtual uint64_t count() = 0;
   virtual uint64_t size() = 0;
   virtual void clear() = 0;

@@ -208,6 +208,13 @@ std::optional<uint64_t> entry_payload_size_checked(ByteView head, uint64_t recor
   return payload_size;
 }
 
+std::optional<ByteView> entry_key_in(ByteView head) {
+  if (head.size < kEntryHeaderSize || std::memcmp(head.data, kMagic, 4) != 0) return std::nullopt;
+  const uint64_t key_size = load_le(head.data + 8, 4);
+  if (key_size > head.size - kEntryHeaderSize) return std::nullopt;
+  return ByteView(head.data + kEntryHeaderSize, size_t(key_size));
+}
+
 std::optional<EntryParts> parse_entry(ByteView record, std::string *why) {
   auto fail = [&](const char *reason) -> std::optional<EntryParts> {
     if (why) *why = reason;

@@ -88,6 +88,10 @@ int max_compress_level();
 inline constexpr size_t kEntryProbeSize = 4096;
 std::optional<uint64_t> entry_payload_size_checked(ByteView head, uint64_t record_size);
 
+// The key an entry's first bytes hold, when head reaches past it (unchecked: pair it with
+// entry_payload_size_checked). nullopt when head is too short or not an entry header.
+std::optional<ByteView> entry_key_in(ByteView head);
+
 // The payload size a header claims, unchecked (0 if bad): for listings only, never accounting.
 std::optional<uint64_t> entry_payload_size(ByteView header);
 

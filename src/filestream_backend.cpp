@@ -294,6 +294,10 @@ FileStreamBackend::Stored FileStreamBackend::stored_payload_size(int dir_fd,
   // named like an entry must never move the totals.
   const auto size = entry_payload_size_checked(ByteView(head, size_t(n)), uint64_t(st.st_size));
   if (!size || *size > uint64_t(INT64_MAX)) return {true, std::nullopt};
+  // Another key's well-formed entry under this name (copied, or moved to another shard) is
+  // reached by no key: it must not be counted either. Checked when the key fits in the probe.
+  if (const auto key = entry_key_in(ByteView(head, size_t(n))); key && entry_name(*key) != name)
+    return {true, std::nullopt};
   return {true, int64_t(*size)};
 }
 
@@ -427,6 +431,14 @@ FileStreamBackend::Totals FileStreamBackend::recount_keeping_counters_locked(con
 }
 
 bool FileStreamBackend::remove(ByteView key) {
+  return remove_entry(key, true);
+}
+
+bool FileStreamBackend::remove_damaged(ByteView key) {
+  return remove_entry(key, false);
+}
+
+bool FileStreamBackend::remove_entry(ByteView key, bool trust_header) {
   const std::string name = entry_name(key);
   const int shard = shard_of(name);
   std::optional<int64_t> size;
@@ -439,7 +451,7 @@ bool FileStreamBackend::remove(ByteView key) {
   Totals t = read_totals_locked();
   begin_update_locked();
   const bool removed = unlink_entry(shard, name, &size);
-  if (removed) account_removal(t, size);
+  if (removed) account_removal(t, trust_header ? size : std::nullopt);
   write_totals_locked(t);
   return removed;
 }

@@ -24,6 +24,7 @@ class FileStreamBackend final : public Backend {
   SharedBlob get(ByteView key) override;
   void put(ByteView key, Blob &&record, uint64_t payload_size) override;
   bool remove(ByteView key) override;
+  bool remove_damaged(ByteView key) override;
   uint64_t count() override;
   uint64_t size() override;
   void clear() override;
@@ -39,6 +40,7 @@ class FileStreamBackend final : public Backend {
   static constexpr int kShards = 256;
 
  private:
+  bool remove_entry(ByteView key, bool trust_header);
   struct Totals {
     int64_t count = 0;
     int64_t size = 0;

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <sqlite3.h>
 #include <unistd.h>
+#include <xxhash.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -43,7 +44,17 @@ constexpr const char *kSql[] = {
      " max(0, (SELECT count(*) FROM memo) - ?1))"),
     "DELETE FROM entries WHERE rowid = ?1 RETURNING size",
     "SELECT count(*), total(max(size, 0)) FROM entries",
+    ("SELECT (SELECT value FROM meta WHERE name = 'total_size'),"
+     " (SELECT value FROM meta WHERE name = 'entry_count'),"
+     " (SELECT value FROM meta WHERE name = 'totals_check')"),
 };
+
+// The check value stored beside the totals: SQLite checksums no pages, so a flipped bit in a
+// total would otherwise be believed (and the cap enforced against a wrong number).
+int64_t totals_check(int64_t size, int64_t count) {
+  const int64_t both[2] = {size, count};
+  return int64_t(XXH3_64bits_withSeed(both, sizeof both, 0x70636163686531ull));
+}
 
 constexpr size_t kFlushAfterTouches = 128;
 
@@ -79,11 +90,11 @@ SqliteBackend::SqliteBackend(Uri &uri, const BackendConfig &config)
   if (config_.max_size_bytes && !read_only_) {
     with_recovery([&] {
       write_txn([&] {
-        int64_t total = meta_get("total_size"), count = meta_get("entry_count");
-        if (static_cast<uint64_t>(total) <= config_.max_size_bytes) return;
-        evict_locked(total, count, {});
-        meta_set("total_size", total);
-        meta_set("entry_count", count);
+        bool recounted = false;
+        Totals t = load_totals_locked(&recounted);
+        if (uint64_t(t.size) <= config_.max_size_bytes && !recounted) return;
+        evict_locked(t, {});
+        store_totals_locked(t);
       });
     });
   }
@@ -187,27 +198,53 @@ bool SqliteBackend::try_write_txn(const std::function<void()> &fn) {
   return true;
 }
 
-void SqliteBackend::recount_locked(int64_t &total, int64_t &count) {
+SqliteBackend::Totals SqliteBackend::recount_locked(bool counts_as_damage) {
   StmtScope q{stmt(kRecount)};
   const int rc = sqlite3_step(q.s);
   if (rc != SQLITE_ROW) fail(rc, "cannot recount the entries");
-  count = sqlite3_column_int64(q.s, 0);
-  total = int64_t(sqlite3_column_double(q.s, 1));
-  if (config_.events) config_.events->corrupt.fetch_add(1, std::memory_order_relaxed);
+  Totals t{int64_t(sqlite3_column_double(q.s, 1)), sqlite3_column_int64(q.s, 0)};
+  if (counts_as_damage && config_.events)
+    config_.events->corrupt.fetch_add(1, std::memory_order_relaxed);
+  return t;
+}
+
+SqliteBackend::Totals SqliteBackend::load_totals_locked(bool *recounted) {
+  Totals t;
+  bool checked = false, has_check = false;
+  {
+    StmtScope q{stmt(kTotals)};
+    const int rc = sqlite3_step(q.s);
+    if (rc != SQLITE_ROW) fail(rc, "cannot read the cache totals");
+    has_check = sqlite3_column_type(q.s, 2) == SQLITE_INTEGER;
+    if (sqlite3_column_type(q.s, 0) == SQLITE_INTEGER &&
+        sqlite3_column_type(q.s, 1) == SQLITE_INTEGER && has_check) {
+      t = {sqlite3_column_int64(q.s, 0), sqlite3_column_int64(q.s, 1)};
+      checked = t.size >= 0 && t.count >= 0 &&
+                sqlite3_column_int64(q.s, 2) == totals_check(t.size, t.count);
+    }
+  }
+  if (recounted) *recounted = !checked;
+  return checked ? t : recount_locked(has_check);
+}
+
+void SqliteBackend::store_totals_locked(const Totals &t) {
+  meta_set("total_size", t.size);
+  meta_set("entry_count", t.count);
+  meta_set("totals_check", totals_check(t.size, t.count));
 }
 
 // Deletes least-recently-used rows (by rowid: a row whose key has another type, or an index that
 // no longer finds it, is deleted all the same) until the total fits the cap. Only rows actually
 // deleted count; totals that disagree with the table (negative, or over the cap with nothing
 // left to delete) are recounted once. Each pass deletes a row or ends the loop.
-void SqliteBackend::evict_locked(int64_t &total, int64_t &count, ByteView keep) {
+void SqliteBackend::evict_locked(Totals &t, ByteView keep) {
   if (!config_.max_size_bytes) return;
   bool recounted = false;
-  if (total < 0 || count < 0) {
-    recount_locked(total, count);
+  if (t.size < 0 || t.count < 0) {
+    t = recount_locked();
     recounted = true;
   }
-  while (uint64_t(total) > config_.max_size_bytes) {
+  while (uint64_t(t.size) > config_.max_size_bytes) {
     std::vector<int64_t> oldest;
     {
       StmtScope q{stmt(kOldest)};
@@ -233,14 +270,14 @@ void SqliteBackend::evict_locked(int64_t &total, int64_t &count, ByteView keep) 
       }
       if (rc != SQLITE_DONE) fail(rc, "cannot evict an entry");
       if (!deleted) continue;
-      total -= freed;
-      --count;
+      t.size -= freed;
+      --t.count;
       progressed = true;
       if (config_.events) config_.events->evictions.fetch_add(1, std::memory_order_relaxed);
-      if (total < 0 || uint64_t(total) <= config_.max_size_bytes) break;
+      if (t.size < 0 || uint64_t(t.size) <= config_.max_size_bytes) break;
     }
-    if (total < 0 || (!progressed && !recounted)) {
-      recount_locked(total, count);
+    if (t.size < 0 || t.count < 0 || (!progressed && !recounted)) {
+      t = recount_locked();
       recounted = true;
     } else if (!progressed) {
       break;
@@ -279,14 +316,14 @@ void SqliteBackend::put(ByteView key, Blob &&record, uint64_t payload_size) {
     if (read_only_) throw Error(Status::permission, "cache database '" + path_ + "' is read-only");
     write_txn([&] {
       flush_touches_locked();
-      int64_t total = meta_get("total_size"), count = meta_get("entry_count");
+      Totals t = load_totals_locked();
       {
         StmtScope q{stmt(kOldSize)};
         sqlite3_bind_blob(q.s, 1, key.data, static_cast<int>(key.size), SQLITE_STATIC);
         const int rc = sqlite3_step(q.s);
         if (rc == SQLITE_ROW) {
-          total -= sqlite3_column_int64(q.s, 0);
-          --count;
+          t.size -= sqlite3_column_int64(q.s, 0);
+          --t.count;
         } else if (rc != SQLITE_DONE) {
           fail(rc, "cannot read an entry's size");
         }
@@ -302,12 +339,12 @@ void SqliteBackend::put(ByteView key, Blob &&record, uint64_t payload_size) {
         const int rc = sqlite3_step(q.s);
         if (rc != SQLITE_DONE) fail(rc, "cannot store an entry");
       }
-      total += static_cast<int64_t>(payload_size);
-      ++count;
-      evict_locked(total, count, key);
+      t.size += static_cast<int64_t>(payload_size);
+      ++t.count;
+      if (t.size < 0 || t.count < 0) t = recount_locked();
+      evict_locked(t, key);
       meta_set("clock", clock);
-      meta_set("total_size", total);
-      meta_set("entry_count", count);
+      store_totals_locked(t);
     });
   });
 }
@@ -319,6 +356,7 @@ bool SqliteBackend::remove(ByteView key) {
     bool removed = false;
     write_txn([&] {
       flush_touches_locked();
+      Totals t = load_totals_locked();
       StmtScope d{stmt(kDelete)};
       sqlite3_bind_blob(d.s, 1, key.data, static_cast<int>(key.size), SQLITE_STATIC);
       int64_t size = 0;
@@ -329,22 +367,33 @@ bool SqliteBackend::remove(ByteView key) {
       }
       if (rc != SQLITE_DONE) fail(rc, "cannot delete an entry");
       if (removed) {
-        meta_set("total_size", meta_get("total_size") - size);
-        meta_set("entry_count", meta_get("entry_count") - 1);
+        t.size -= size;
+        --t.count;
+        store_totals_locked(t.size < 0 || t.count < 0 ? recount_locked() : t);
       }
     });
     return removed;
   });
 }
 
-uint64_t SqliteBackend::count() {
+SqliteBackend::Totals SqliteBackend::current_totals() {
   std::lock_guard lock(mutex_);
-  return with_recovery([&] { return static_cast<uint64_t>(meta_get("entry_count")); });
+  return with_recovery([&] {
+    bool recounted = false;
+    const Totals t = load_totals_locked(&recounted);
+    // Keep the repair when the write lock is free; a reader never waits for it.
+    if (recounted && !read_only_)
+      try_write_txn([&] { store_totals_locked(recount_locked(false)); });
+    return t;
+  });
+}
+
+uint64_t SqliteBackend::count() {
+  return uint64_t(current_totals().count);
 }
 
 uint64_t SqliteBackend::size() {
-  std::lock_guard lock(mutex_);
-  return with_recovery([&] { return static_cast<uint64_t>(meta_get("total_size")); });
+  return uint64_t(current_totals().size);
 }
 
 void SqliteBackend::clear() {
@@ -356,8 +405,7 @@ void SqliteBackend::clear() {
       StmtScope q{stmt(kClear)};
       const int rc = sqlite3_step(q.s);
       if (rc != SQLITE_DONE) fail(rc, "cannot clear the cache");
-      meta_set("total_size", 0);
-      meta_set("entry_count", 0);
+      store_totals_locked({});
     });
   });
 }

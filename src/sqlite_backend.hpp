@@ -60,6 +60,7 @@ class SqliteBackend final : public Backend {
     kMemoTrim,
     kDeleteRow,
     kRecount,
+    kTotals,
     kStmtCount
   };
 
@@ -91,8 +92,20 @@ class SqliteBackend final : public Backend {
   void meta_set(const char *name, int64_t value);
   void flush_touches_locked();
   void maybe_flush_touches_locked();
-  void evict_locked(int64_t &total, int64_t &count, ByteView keep);
-  void recount_locked(int64_t &total, int64_t &count);
+  // The entry count and payload total, kept in meta with a check value over both.
+  struct Totals {
+    int64_t size = 0, count = 0;
+  };
+  // Reads the totals in one snapshot. Totals that fail their check (a flipped bit, a foreign
+  // writer, negative values, a database from before the check) are recounted from the rows;
+  // *recounted says so (the caller persists them where it may write).
+  Totals load_totals_locked(bool *recounted = nullptr);
+  void store_totals_locked(const Totals &t);
+  // The totals for count() and size(), repaired first when they fail their check.
+  Totals current_totals();
+  void evict_locked(Totals &t, ByteView keep);
+  // counts_as_damage: false for a database that merely predates the check value.
+  Totals recount_locked(bool counts_as_damage = true);
 
   const BackendConfig config_;
   std::string path_;

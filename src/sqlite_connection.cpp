@@ -127,16 +127,22 @@ void SqliteBackend::open_connection() {
     db_ino_ = st.st_ino;
   }
   // SQLite reads a file whose header names an unknown file-format version as read-only (write
-  // version) or not at all (read version), and VACUUM cannot reset it: only damage does that.
+  // version) or not at all (read version, schema format: "unsupported file format", a plain
+  // SQLITE_ERROR), and VACUUM cannot reset it: only damage does that.
   {
-    uint8_t header[20] = {};
+    uint8_t header[48] = {};
     Fd fd(::open(path_.c_str(), O_RDONLY | O_CLOEXEC));
     if (fd && pread_all(fd.get(), header, sizeof header, 0) &&
-        std::memcmp(header, "SQLite format 3", 16) == 0 &&
-        (header[18] < 1 || header[18] > 2 || header[19] < 1 || header[19] > 2)) {
-      disconnect(false);
-      throw DamagedDatabase("file format versions " + std::to_string(header[18]) + "/" +
-                            std::to_string(header[19]) + " in the header");
+        std::memcmp(header, "SQLite format 3", 16) == 0) {
+      const uint32_t schema_format = uint32_t(header[44]) << 24 | uint32_t(header[45]) << 16 |
+                                     uint32_t(header[46]) << 8 | header[47];
+      if (header[18] < 1 || header[18] > 2 || header[19] < 1 || header[19] > 2 ||
+          schema_format > 4) {
+        disconnect(false);
+        throw DamagedDatabase("file format versions " + std::to_string(header[18]) + "/" +
+                              std::to_string(header[19]) + ", schema format " +
+                              std::to_string(schema_format) + " in the header");
+      }
     }
   }
   sqlite3_extended_result_codes(db_, 1);
@@ -278,6 +284,7 @@ void SqliteBackend::init_schema() {
       if (rc != SQLITE_OK) fail(rc, "cannot drop the old schema");
       rc = sqlite3_exec(db_, kSchema, nullptr, nullptr, nullptr);
       if (rc != SQLITE_OK) fail(rc, "cannot create the schema");
+      store_totals_locked({});
       rc = sqlite3_exec(
           db_,
           ("PRAGMA user_version=" + std::to_string(kSchemaVersion) +

@@ -424,3 +424,32 @@ TEST(Sqlite, HitsNeverWaitForAWriter) {
   sqlite3_exec(locker, "COMMIT", nullptr, nullptr, nullptr);
   sqlite3_close(locker);
 }
+
+// A total that went negative was shown as 18446744073709551589 entries (pcache_count cast it),
+// and a flipped bit in a total was believed: the totals carry a check value, and totals that
+// fail it are recounted from the rows, on reads as on writes.
+TEST(Sqlite, TotalsThatFailTheirCheckAreRecountedNotBelieved) {
+  TempDir d;
+  const std::string db = d / "cache.db";
+  {
+    Handle c("sqlite:" + db);
+    for (int i = 0; i < 5; ++i)
+      ASSERT_EQ(c.put("k" + std::to_string(i), std::string(1000, 'v')), PCACHE_OK);
+  }
+  for (const char *damage :
+       {"UPDATE meta SET value = -27 WHERE name = 'entry_count'",
+        "UPDATE meta SET value = (value | 4096) - (value & 4096) WHERE name = 'total_size'",  // a
+                                                                                              // flipped
+                                                                                              // bit
+        "DELETE FROM meta WHERE name = 'totals_check'"}) {  // an older database
+    sql_exec(db, damage);
+    Handle c("sqlite:" + db);
+    EXPECT_EQ(c.count(), 5u) << damage;
+    EXPECT_EQ(c.size(), 5000u) << damage;
+    EXPECT_EQ(c.put("k5", "x"), PCACHE_OK);
+    EXPECT_EQ(c.count(), 6u) << damage;
+    EXPECT_EQ(c.size(), 5001u) << damage;
+    ASSERT_EQ(pcache_delete(c, "k5", 2), PCACHE_OK);
+  }
+  EXPECT_EQ(sql_scalar(db, "SELECT value FROM meta WHERE name = 'entry_count'"), "5");
+}
