@@ -89,6 +89,8 @@ void return_slot(pcache *p) {
 // First (smallest) published sizes of the growable structs.
 constexpr uint32_t kOptionsV1Size = 16;
 constexpr uint32_t kStatsV1Size = 72;
+constexpr uint32_t kProgramV1Size = 112;
+static_assert(sizeof(pcache_program) == kProgramV1Size, "pcache_program grew: add a version note");
 
 thread_local std::string t_last_error;
 
@@ -106,6 +108,7 @@ template <typename Fn>
 pcache_status guarded(const char *function, Fn &&fn) noexcept {
   try {
     t_last_error.clear();
+    progcache::take_thread_warning();  // a warning left by a call that failed is not this call's
     const pcache_status status = fn();
     std::string warning = progcache::take_thread_warning();
     if (!warning.empty()) t_last_error = std::move(warning);
@@ -125,6 +128,17 @@ Error invalid(const std::string &what) {
   return Error(Status::invalid_arg, what);
 }
 
+// Fills the first struct_size bytes of a growable struct with zeros and sets struct_size.
+template <typename T>
+void init_struct(T *s, uint32_t struct_size, uint32_t v1_size, const char *what) {
+  if (!s) throw invalid(std::string(what) + " is NULL");
+  if (struct_size < v1_size)
+    throw invalid("struct_size " + std::to_string(struct_size) + " is smaller than any " + what +
+                  " (" + std::to_string(v1_size) + ")");
+  std::memset(static_cast<void *>(s), 0, struct_size);  // a newer caller's tail is zeroed
+  s->struct_size = struct_size;
+}
+
 progcache::Cache &need_cache(pcache *cache) {
   if (!cache) throw invalid("cache handle is NULL");
   if (cache->state.load(std::memory_order_acquire) != kSlotOpen || !cache->cache)
@@ -140,9 +154,18 @@ ByteView need_key(const void *key, size_t key_size) {
 // Reads a pcache_program into the core's description (pointers stay the caller's).
 progcache::ProgramDesc to_desc(const pcache_program *program) {
   if (!program) throw invalid("program is NULL");
-  if (program->struct_size < sizeof(pcache_program))
+  if (program->struct_size < kProgramV1Size)
     throw invalid("program->struct_size " + std::to_string(program->struct_size) +
-                  " is too small (set it to sizeof(pcache_program))");
+                  " is too small (fill it with pcache_program_init)");
+  // A caller built against a newer header may set fields this library does not know. Ignoring
+  // one that decides the output would cache and return the wrong binary: refuse instead.
+  const auto *bytes = reinterpret_cast<const unsigned char *>(program);
+  for (size_t i = sizeof(pcache_program); i < program->struct_size; ++i)
+    if (bytes[i])
+      throw Error(Status::unsupported, "program->struct_size " +
+                                           std::to_string(program->struct_size) +
+                                           " sets fields this library (" + PCACHE_VERSION_STRING +
+                                           ") does not know; a compile would ignore them");
   const pcache_program &p = *program;
   progcache::ProgramDesc d;
   if (p.name) d.name = p.name;
@@ -175,14 +198,23 @@ progcache::ProgramDesc to_desc(const pcache_program *program) {
 
 extern "C" {
 
+pcache_status pcache_program_init(pcache_program *program, uint32_t struct_size) {
+  return guarded(__func__, [&] {
+    init_struct(program, struct_size, kProgramV1Size, "pcache_program");
+    return PCACHE_OK;
+  });
+}
+
+pcache_status pcache_stats_init(pcache_stats *stats, uint32_t struct_size) {
+  return guarded(__func__, [&] {
+    init_struct(stats, struct_size, kStatsV1Size, "pcache_stats");
+    return PCACHE_OK;
+  });
+}
+
 pcache_status pcache_options_init(pcache_options *options, uint32_t struct_size) {
   return guarded(__func__, [&] {
-    if (!options) throw invalid("options is NULL");
-    if (struct_size < kOptionsV1Size)
-      throw invalid("struct_size " + std::to_string(struct_size) +
-                    " is smaller than any pcache_options (16)");
-    std::memset(options, 0, struct_size);  // a newer caller's unknown tail is zeroed
-    options->struct_size = struct_size;
+    init_struct(options, struct_size, kOptionsV1Size, "pcache_options");
     options->max_size_bytes = progcache::default_max_size();
     return PCACHE_OK;
   });
@@ -210,8 +242,9 @@ pcache_status pcache_open(const char *uri, const pcache_options *options, pcache
       if (known.secret_size && !known.secret)
         throw invalid("options->secret is NULL with a non-zero secret_size");
       if (known.secret && !known.secret_size)
-        throw invalid("options->secret is set with secret_size 0: an empty secret would sign "
-                      "with a publicly known key");
+        throw invalid(
+            "options->secret is set with secret_size 0: an empty secret would sign "
+            "with a publicly known key");
       if (known.secret)
         core.secret = std::string(static_cast<const char *>(known.secret), known.secret_size);
     }

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Fails unless the library exports exactly the functions the public header declares, has the
+# Fails unless the library exports exactly the functions the public header declares, each in
+# the version node capi/progcache.symbols gives it, has the
 # SONAME libprogcache.so.1, and does not link libcuda or libnvrtc (they are loaded at run time).
 set -euo pipefail
 lib=$1 header=$2 symbols=${3:-}
@@ -8,7 +9,8 @@ lib=$1 header=$2 symbols=${3:-}
 dynsyms=$(nm -D "$lib")
 defined=$(nm -D --defined-only "$lib" | awk '{print $3}')
 dynamic=$(readelf -d "$lib")
-exported=$(sed 's/@.*//' <<<"$defined" | grep -v '^PCACHE_1$' | sort -u)
+versioned=$(grep -v '^PCACHE_' <<<"$defined" | sort -u)
+exported=$(sed 's/@.*//' <<<"$versioned" | sort -u)
 declared=$(tr '\n' ' ' <"$header" | grep -oE 'PCACHE_API [a-z][^(;#]+\(' | sed -E 's/.*[ *]([a-z_0-9]+)\($/\1/' | sort -u)
 if [ "$exported" != "$declared" ]; then
   echo "exported symbols differ from the header:"; diff <(echo "$declared") <(echo "$exported") || true
@@ -17,15 +19,15 @@ fi
 if grep -q '^_Z' <<<"$defined"; then echo "C++ symbols exported"; exit 1; fi
 if [ -n "$symbols" ]; then
   listed=$(grep -v '^#' "$symbols" | sed '/^$/d' | sort -u)
-  if [ "$exported" != "$listed" ]; then
-    echo "exported symbols differ from $symbols (update it on purpose when adding API):"
-    diff <(echo "$listed") <(echo "$exported") || true
+  if [ "$versioned" != "$listed" ]; then
+    echo "exported symbols or their version nodes differ from $symbols (update it on purpose when adding API):"
+    diff <(echo "$listed") <(echo "$versioned") || true
     exit 1
   fi
 fi
-unversioned=$(grep -E ' [TW] pcache_' <<<"$dynsyms" | grep -v '@@PCACHE_1' || true)
+unversioned=$(grep -E ' [TW] pcache_' <<<"$dynsyms" | grep -vE '@@PCACHE_1(\.[0-9]+)?$' || true)
 if [ -n "$unversioned" ]; then
-  echo "some pcache_ symbols are not in the PCACHE_1 version node: $unversioned"; exit 1
+  echo "some pcache_ symbols are in no PCACHE_1.x version node: $unversioned"; exit 1
 fi
 grep -q 'SONAME.*\[libprogcache\.so\.1\]' <<<"$dynamic" || { echo "SONAME is not libprogcache.so.1"; exit 1; }
 needed=$(grep NEEDED <<<"$dynamic" || true)

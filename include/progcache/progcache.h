@@ -46,11 +46,11 @@
 #endif
 
 #define PCACHE_VERSION_MAJOR 0
-#define PCACHE_VERSION_MINOR 3
+#define PCACHE_VERSION_MINOR 4
 #define PCACHE_VERSION_PATCH 0
 #define PCACHE_VERSION_NUMBER \
   (PCACHE_VERSION_MAJOR * 10000 + PCACHE_VERSION_MINOR * 100 + PCACHE_VERSION_PATCH)
-#define PCACHE_VERSION_STRING "0.3.0"
+#define PCACHE_VERSION_STRING "0.4.0"
 
 /** Size in bytes of a key made by pcache_make_key(). */
 #define PCACHE_KEY_SIZE 32
@@ -70,20 +70,22 @@ typedef int32_t pcache_status;
 /* Values are part of the ABI: append only, never renumber or reuse. */
 enum {
   PCACHE_OK = 0,
-  PCACHE_NOT_FOUND = 1, /* a miss: not an error */
-  PCACHE_ERR_INVALID_ARG = -1,
-  PCACHE_ERR_NO_MEMORY = -2,
-  PCACHE_ERR_IO = -3,
-  PCACHE_ERR_CORRUPT = -4,
-  PCACHE_ERR_UNSUPPORTED = -5,
-  PCACHE_ERR_BUSY = -6,
-  PCACHE_ERR_PERMISSION = -7,
-  PCACHE_ERR_TOO_LARGE = -8,
-  PCACHE_ERR_COMPILE = -9,
-  PCACHE_ERR_CUDA_UNAVAILABLE = -10,
-  PCACHE_ERR_CUDA = -11,
-  PCACHE_ERR_REMOTE = -12,
-  PCACHE_ERR_INTERNAL = -13
+  PCACHE_NOT_FOUND = 1,        /* a miss: not an error (damaged entries are misses too) */
+  PCACHE_ERR_INVALID_ARG = -1, /* a bad argument; the message names it */
+  PCACHE_ERR_NO_MEMORY = -2,   /* an allocation failed; nothing changed */
+  PCACHE_ERR_IO = -3,      /* the OS refused a read or write (ENOSPC, EIO...); message has errno */
+  PCACHE_ERR_CORRUPT = -4, /* damage that could not be healed in this call: a database
+                              that could be neither reset in place nor moved aside */
+  PCACHE_ERR_UNSUPPORTED = -5,       /* valid but not supported here: a newer database or struct
+                                        field, rediss://, an LTO-IR image to load */
+  PCACHE_ERR_BUSY = -6,              /* another process held a lock past busy_timeout_ms */
+  PCACHE_ERR_PERMISSION = -7,        /* a read-only or untrusted cache (docs/security.md) */
+  PCACHE_ERR_TOO_LARGE = -8,         /* a value over the cap or the backend's limit */
+  PCACHE_ERR_COMPILE = -9,           /* NVRTC failed; the result (if requested) holds its log */
+  PCACHE_ERR_CUDA_UNAVAILABLE = -10, /* no loadable libnvrtc / libcuda (message lists where) */
+  PCACHE_ERR_CUDA = -11,             /* the driver refused a call; message has its error name */
+  PCACHE_ERR_REMOTE = -12,           /* a remote store failed or did not answer in time */
+  PCACHE_ERR_INTERNAL = -13          /* a bug: please report it with pcache_last_error() */
 };
 
 /**
@@ -308,6 +310,15 @@ typedef struct pcache_stats {
 } pcache_stats;
 
 /**
+ * Zeroes the first struct_size bytes of *stats (pass sizeof(pcache_stats)) and sets
+ * stats->struct_size, ready for pcache_get_stats().
+ * Thread safety: touches only *stats.
+ * Returns PCACHE_OK; PCACHE_ERR_INVALID_ARG if stats is NULL or struct_size < 72.
+ * Since 0.4 (symbol version PCACHE_1.1).
+ */
+PCACHE_API pcache_status pcache_stats_init(pcache_stats *stats, uint32_t struct_size);
+
+/**
  * Copies the handle's counters into the first stats->struct_size bytes of *stats. Counters are
  * updated atomically and cost a relaxed atomic add per operation.
  * Returns PCACHE_OK; PCACHE_ERR_INVALID_ARG (NULL pointers, struct_size < 72, the size of the
@@ -354,8 +365,12 @@ enum { PCACHE_CODE_CXX = 0, PCACHE_CODE_PTX = 1, PCACHE_CODE_NVVM = 2 };
 enum { PCACHE_TARGET_CUBIN = 0, PCACHE_TARGET_PTX = 1, PCACHE_TARGET_LTOIR = 2 };
 
 /**
- * Everything that decides what a compile produces. Zero it, set struct_size to
- * sizeof(pcache_program), then fill the fields you use. Pointers are only read during a call.
+ * Everything that decides what a compile produces. Fill it with pcache_program_init(&p,
+ * sizeof p) (or zero it and set struct_size to sizeof(pcache_program)), then set the fields you
+ * use. Pointers are only read during a call. The struct grows at its end (docs/ABI.md): a caller
+ * built against an older header keeps working, and one built against a newer header that sets
+ * a field this library does not know is refused (PCACHE_ERR_UNSUPPORTED) rather than compiled
+ * without it.
  */
 typedef struct pcache_program {
   uint32_t struct_size;   /* the caller's sizeof(pcache_program) */
@@ -377,7 +392,19 @@ typedef struct pcache_program {
   const void *extra_digest; /* caller fingerprint of inputs the key cannot see (a computed
                                #include, PCH); headers on disk are keyed without it; may be NULL */
   size_t extra_digest_size;
+  /* later versions append fields here, never reorder */
 } pcache_program;
+
+/**
+ * Zeroes the first struct_size bytes of *program (pass sizeof(pcache_program)) and sets
+ * program->struct_size: the defaults are C++, cubin, no options. A struct_size larger than this
+ * library's struct (a newer caller) is accepted and zeroed whole.
+ * Thread safety: touches only *program.
+ * Returns PCACHE_OK; PCACHE_ERR_INVALID_ARG if program is NULL or struct_size is smaller than
+ * the first version of the struct (112 bytes on 64-bit platforms).
+ * Since 0.4 (symbol version PCACHE_1.1).
+ */
+PCACHE_API pcache_status pcache_program_init(pcache_program *program, uint32_t struct_size);
 
 /**
  * Derives the PCACHE_KEY_SIZE-byte cache key of program into key_out (a caller buffer of at

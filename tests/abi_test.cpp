@@ -1,0 +1,128 @@
+// The ABI grows without breaking callers (docs/ABI.md): growable structs accept the first
+// published size and a newer, larger one; a newer caller's unknown fields are refused when they
+// would change a compile, never silently ignored; the init functions fill any size.
+#include <gtest/gtest.h>
+
+#include <cstddef>
+#include <cstring>
+
+#include "test_util.hpp"
+
+using namespace testutil;
+
+namespace {
+
+// pcache_program as the 0.1 header declared it (112 bytes on LP64): a caller compiled then.
+struct ProgramV1 {
+  uint32_t struct_size;
+  int32_t code_type, target;
+  uint32_t nvrtc_version;
+  const char *name, *source;
+  size_t source_size;
+  const char *const *options;
+  size_t num_options;
+  const char *const *header_names, *const *header_sources;
+  size_t num_headers;
+  const char *const *name_expressions;
+  size_t num_name_expressions;
+  const void *extra_digest;
+  size_t extra_digest_size;
+};
+
+// A caller built against a future header with one more field.
+struct ProgramV2 {
+  pcache_program v1;
+  uint64_t future_field;
+};
+
+const char *const kOptions[] = {"-arch=sm_90"};
+
+template <typename P>
+void fill(P *p, uint32_t size) {
+  std::memset(static_cast<void *>(p), 0, sizeof *p);
+  auto *base = reinterpret_cast<pcache_program *>(p);
+  base->struct_size = size;
+  base->source = "__global__ void k() {}";
+  base->options = kOptions;
+  base->num_options = 1;
+}
+
+}  // namespace
+
+TEST(Abi, ThePublishedProgramLayoutIsUnchanged) {
+  EXPECT_EQ(sizeof(ProgramV1), 112u);
+  EXPECT_EQ(offsetof(pcache_program, extra_digest_size), offsetof(ProgramV1, extra_digest_size));
+  EXPECT_EQ(offsetof(pcache_program, name_expressions), offsetof(ProgramV1, name_expressions));
+}
+
+TEST(Abi, OlderAndNewerProgramStructsGiveOneKeyAndUnknownFieldsAreRefused) {
+  ProgramV1 v1;
+  fill(&v1, sizeof v1);
+  pcache_program current;
+  fill(&current, sizeof current);
+  ProgramV2 v2;
+  fill(&v2, sizeof v2);
+  uint8_t k1[PCACHE_KEY_SIZE], kc[PCACHE_KEY_SIZE], k2[PCACHE_KEY_SIZE];
+  ASSERT_EQ(pcache_make_key(reinterpret_cast<const pcache_program *>(&v1), k1), PCACHE_OK)
+      << pcache_last_error();
+  ASSERT_EQ(pcache_make_key(&current, kc), PCACHE_OK) << pcache_last_error();
+  ASSERT_EQ(pcache_make_key(&v2.v1, k2), PCACHE_OK) << pcache_last_error();
+  EXPECT_EQ(std::memcmp(k1, kc, sizeof k1), 0);
+  EXPECT_EQ(std::memcmp(k2, kc, sizeof k2), 0);
+  // A field this library does not know, set: the compile would ignore it, so it is refused.
+  v2.future_field = 1;
+  EXPECT_EQ(pcache_make_key(&v2.v1, k2), PCACHE_ERR_UNSUPPORTED);
+  EXPECT_NE(std::strstr(pcache_last_error(), "does not know"), nullptr) << pcache_last_error();
+  pcache *c = nullptr;
+  ASSERT_EQ(pcache_open("memory:", nullptr, &c), PCACHE_OK);
+  pcache_compiled *out = nullptr;
+  EXPECT_EQ(pcache_compile(c, &v2.v1, &out), PCACHE_ERR_UNSUPPORTED);
+  EXPECT_EQ(out, nullptr);
+  pcache_close(c);
+  // Smaller than the first published struct.
+  fill(&current, sizeof current - 8);
+  EXPECT_EQ(pcache_make_key(&current, kc), PCACHE_ERR_INVALID_ARG);
+}
+
+TEST(Abi, InitFunctionsFillEverySizeAndRefuseTooSmallOnes) {
+  ProgramV2 v2;
+  std::memset(&v2, 0xAB, sizeof v2);
+  ASSERT_EQ(pcache_program_init(&v2.v1, sizeof v2), PCACHE_OK);
+  EXPECT_EQ(v2.v1.struct_size, sizeof v2);
+  EXPECT_EQ(v2.future_field, 0u);  // a newer caller's tail is zeroed
+  EXPECT_EQ(v2.v1.source, nullptr);
+  EXPECT_EQ(v2.v1.target, PCACHE_TARGET_CUBIN);
+  EXPECT_EQ(pcache_program_init(&v2.v1, 8), PCACHE_ERR_INVALID_ARG);
+  EXPECT_EQ(pcache_program_init(nullptr, sizeof v2), PCACHE_ERR_INVALID_ARG);
+
+  pcache_stats s;
+  std::memset(&s, 0xAB, sizeof s);
+  ASSERT_EQ(pcache_stats_init(&s, sizeof s), PCACHE_OK);
+  EXPECT_EQ(s.struct_size, sizeof s);
+  EXPECT_EQ(s.hits, 0u);
+  pcache *c = nullptr;
+  ASSERT_EQ(pcache_open("memory:", nullptr, &c), PCACHE_OK);
+  EXPECT_EQ(pcache_get_stats(c, &s), PCACHE_OK);
+  pcache_close(c);
+  EXPECT_EQ(pcache_stats_init(&s, 71), PCACHE_ERR_INVALID_ARG);  // the first version is 72
+  EXPECT_EQ(pcache_stats_init(nullptr, sizeof s), PCACHE_ERR_INVALID_ARG);
+}
+
+// A warning set during a call that then failed (here: "shared cache has no secret", then an
+// unknown URI parameter) leaked into the next successful call's pcache_last_error().
+TEST(Abi, AFailedCallsWarningNeverLeaksIntoTheNextCall) {
+  TempDir d;
+  pcache *c = nullptr;
+  ASSERT_EQ(pcache_open("memory:", nullptr, &c), PCACHE_OK);
+  pcache_options o;
+  ASSERT_EQ(pcache_options_init(&o, sizeof o), PCACHE_OK);
+  o.flags = PCACHE_OPEN_ALLOW_SHARED;
+  pcache *bad = nullptr;
+  ASSERT_EQ(pcache_open(("sqlite:" + (d / "c.db") + "?no_such_parameter=1").c_str(), &o, &bad),
+            PCACHE_ERR_INVALID_ARG);
+  EXPECT_NE(std::strstr(pcache_last_error(), "no_such_parameter"), nullptr) << pcache_last_error();
+  uint64_t n = 0;
+  ASSERT_EQ(pcache_count(c, &n), PCACHE_OK);
+  EXPECT_STREQ(pcache_last_error(), "");
+  pcache_close(c);
+}
