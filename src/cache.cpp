@@ -192,8 +192,10 @@ std::optional<Hit> Cache::get(ByteView key, bool count_stats) {
     } catch (const Error &) {  // still a miss; the next put replaces it
     }
     corrupt_.fetch_add(1, std::memory_order_relaxed);
-    misses_.fetch_add(1, std::memory_order_relaxed);
-    pending_misses_.fetch_add(1, std::memory_order_relaxed);
+    if (count_stats) {  // a peek (administration) finds damage but is no lookup
+      misses_.fetch_add(1, std::memory_order_relaxed);
+      pending_misses_.fetch_add(1, std::memory_order_relaxed);
+    }
     set_thread_warning("removed a damaged cache entry: " + why);
     return std::nullopt;
   }

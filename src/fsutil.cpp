@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstdlib>
 
+#include "env.hpp"
 #include "error.hpp"
 
 namespace progcache {
@@ -51,7 +52,7 @@ std::string parent_dir(const std::string &path) {
 
 std::string network_fs_name(const std::string &path) {
   // Lets tests exercise the network-filesystem path on a local disk.
-  if (const char *fake = std::getenv("PCACHE_TEST_FAKE_NETFS"); fake && *fake) return fake;
+  if (const char *fake = trusted_env("PCACHE_TEST_FAKE_NETFS"); fake && *fake) return fake;
   struct statfs fs;
   if (::statfs(path.c_str(), &fs) != 0) return "";
   switch (static_cast<unsigned long>(fs.f_type)) {

@@ -8,6 +8,7 @@
 #include <memory>
 #include <mutex>
 
+#include "env.hpp"
 #include "error.hpp"
 
 namespace progcache {
@@ -162,7 +163,7 @@ class Hasher {
       r.md = EVP_MD_fetch(nullptr, "BLAKE2B-512", nullptr);
       r.schema = kSchemaBlake2;
       r.name = "blake2b";
-      if (!r.md || std::getenv("PCACHE_TEST_FORCE_SHA256")) {
+      if (!r.md || trusted_env("PCACHE_TEST_FORCE_SHA256")) {
         if (r.md) EVP_MD_free(r.md);
         r.md = EVP_MD_fetch(nullptr, "SHA256", nullptr);
         r.schema = kSchemaSha256;

@@ -215,11 +215,28 @@ NvrtcOutput Nvrtc::compile(const ProgramDesc &p) const {
     throw Error(Status::unsupported,
                 "NVRTC compiles CUDA C++ only; PTX and NVVM IR inputs are not supported by "
                 "pcache_compile (store their results with pcache_put)");
+  NvrtcOutput out;
+  try {
+    compile_into(p, out);
+  } catch (const ApiFailure &f) {
+    // Any NVRTC call that refused the program (an invalid option, a bad name expression) fails
+    // the compile like a compile error: a result whose log holds NVRTC's log and the call.
+    if (!out.log.empty() && out.log.back() != '\n') out.log += '\n';
+    out.log += "progcache: " + f.what + "\n";
+    out.ok = false;
+    out.code.clear();
+    out.lowered_names.clear();
+  }
+  return out;
+}
+
+void Nvrtc::compile_into(const ProgramDesc &p, NvrtcOutput &out) const {
   const Api &a = *api_;
   auto check = [&](nvrtcResult r, const char *what) {
-    if (r != NVRTC_SUCCESS)
-      throw Error(r == NVRTC_ERROR_OUT_OF_MEMORY ? Status::no_memory : Status::compile,
-                  std::string(what) + ": " + a.error_string(r));
+    if (r == NVRTC_SUCCESS) return;
+    if (r == NVRTC_ERROR_OUT_OF_MEMORY)
+      throw Error(Status::no_memory, std::string(what) + ": " + a.error_string(r));
+    throw ApiFailure{std::string(what) + " returned " + a.error_string(r)};
   };
   const std::string source(p.source.str());  // NVRTC wants it NUL-terminated
   const std::string name(p.name);
@@ -251,7 +268,6 @@ NvrtcOutput Nvrtc::compile(const ProgramDesc &p) const {
   for (const std::string &e : exprs)
     check(a.add_name_expression(prog, e.c_str()), "nvrtcAddNameExpression");
 
-  NvrtcOutput out;
   const auto t0 = std::chrono::steady_clock::now();
   const nvrtcResult rc = a.compile(prog, int(opts.size()), opts.data());
   out.compile_us = uint64_t(
@@ -265,7 +281,7 @@ NvrtcOutput Nvrtc::compile(const ProgramDesc &p) const {
   }
   if (rc != NVRTC_SUCCESS) {
     if (rc != NVRTC_ERROR_COMPILATION) check(rc, "nvrtcCompileProgram");
-    return out;  // ok = false; the log says why
+    return;  // ok = false; the log says why
   }
   size_t size = 0;
   switch (p.target) {
@@ -294,7 +310,7 @@ NvrtcOutput Nvrtc::compile(const ProgramDesc &p) const {
         "no LTO-IR: add -dlto"};
     if (!out.log.empty() && out.log.back() != '\n') out.log += '\n';
     out.log += std::string("progcache: NVRTC succeeded but produced ") + kWhy[int(p.target)] + "\n";
-    return out;  // ok = false
+    return;  // ok = false
   }
   for (const std::string &e : exprs) {
     const char *lowered = nullptr;
@@ -302,7 +318,6 @@ NvrtcOutput Nvrtc::compile(const ProgramDesc &p) const {
     out.lowered_names.emplace_back(e, lowered ? lowered : "");
   }
   out.ok = true;
-  return out;
 }
 
 }  // namespace progcache

@@ -43,11 +43,18 @@ class Nvrtc {
   // major * 1000 + minor * 10, as CUDA_VERSION (13.0 -> 13000).
   uint32_t version() const { return version_; }
   const std::string &path() const { return path_; }
-  // Compiles with the program's own options (LTO-IR targets get -dlto if absent).
-  NvrtcOutput compile(const ProgramDesc &program) const;
+  // Compiles with the program's own options (LTO-IR targets get -dlto if absent). A program
+  // NVRTC refuses, in nvrtcCompileProgram or any other call (an invalid option, a name
+  // expression it cannot lower), is ok = false with NVRTC's log and the refusing call in log.
+  // Throws Error(no_memory) when NVRTC runs out of memory.
+  [[nodiscard]] NvrtcOutput compile(const ProgramDesc &program) const;
 
  private:
   Nvrtc();
+  struct ApiFailure {
+    std::string what;
+  };
+  void compile_into(const ProgramDesc &program, NvrtcOutput &out) const;
   struct Api;
   std::unique_ptr<const Api> api_;  // the library itself stays loaded: NVRTC keeps global state
   uint32_t version_ = 0;

@@ -6,11 +6,9 @@
 #include <optional>
 #include <string>
 
-namespace progcache {
+#include "env.hpp"
 
-// getenv that returns nothing in setuid/setgid processes (secure_getenv): a privileged program
-// must not take cache locations or libraries to load from its caller's environment.
-const char *trusted_env(const char *name);
+namespace progcache {
 
 // True in a setuid/setgid (AT_SECURE) process. PCACHE_TEST_FAKE_SECURE=1 makes it true for tests
 // (it can only make the library stricter).

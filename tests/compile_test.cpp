@@ -210,3 +210,28 @@ TEST(Compile, FourProcessesMissingOneKeyCompileOnce) {
   EXPECT_EQ(ok, 4u) << out;
   EXPECT_EQ(compile_count(count), 1u) << out;
 }
+
+// NVRTC refusing a program in a call other than a compile error (an option it does not know:
+// NVRTC_ERROR_INVALID_OPTION from nvrtcCompileProgram) used to give PCACHE_ERR_COMPILE with no
+// result and NVRTC's log dropped, against the header's promise. Now it is a failed compile like
+// any other: a result whose log holds NVRTC's words and the call that refused.
+TEST(Compile, NvrtcRefusingTheProgramIsACompileErrorWithItsLog) {
+  Handle c("memory:");
+  Program bad_option;
+  bad_option.source = unique_source("bad option");
+  bad_option.options.push_back("--no-such-nvrtc-option");
+  Compiled r(c, bad_option);
+  ASSERT_EQ(r.status, PCACHE_ERR_COMPILE) << pcache_last_error();
+  ASSERT_NE(r.r, nullptr) << pcache_last_error();
+  const std::string log = pcache_compiled_log(r.r);
+  EXPECT_NE(log.find("no-such-nvrtc-option"), std::string::npos) << log;  // NVRTC's own words
+  EXPECT_NE(log.find("progcache: nvrtcCompileProgram returned NVRTC_ERROR_INVALID_OPTION"),
+            std::string::npos)
+      << log;
+  EXPECT_NE(std::string(pcache_last_error()).find("NVRTC_ERROR_INVALID_OPTION"), std::string::npos)
+      << pcache_last_error();
+  size_t n = 1;
+  pcache_compiled_data(r.r, &n);
+  EXPECT_EQ(n, 0u);
+  EXPECT_EQ(c.count(), 0u);  // nothing stored
+}
