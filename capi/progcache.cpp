@@ -10,13 +10,13 @@
 #include <new>
 #include <string>
 
-#include "../src/cache.hpp"
-#include "../src/compile.hpp"
-#include "../src/driver.hpp"
-#include "../src/error.hpp"
-#include "../src/include_scan.hpp"
-#include "../src/key.hpp"
-#include "../src/uri.hpp"
+#include "core/cache.hpp"
+#include "core/compile.hpp"
+#include "core/include_scan.hpp"
+#include "core/key.hpp"
+#include "cuda/driver.hpp"
+#include "util/error.hpp"
+#include "util/uri.hpp"
 
 using progcache::ByteView;
 using progcache::Error;

@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <string>
 
-#include "cache.hpp"
+#include "core/cache.hpp"
 
 namespace progcache::cli {
 

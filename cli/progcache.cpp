@@ -15,14 +15,14 @@
 #include <string>
 #include <vector>
 
-#include "cache.hpp"
 #include "cli.hpp"
-#include "compile.hpp"
-#include "compiled_meta.hpp"
-#include "entry.hpp"
-#include "error.hpp"
-#include "key.hpp"
-#include "uri.hpp"
+#include "core/cache.hpp"
+#include "core/compile.hpp"
+#include "core/compiled_meta.hpp"
+#include "core/key.hpp"
+#include "format/entry.hpp"
+#include "util/error.hpp"
+#include "util/uri.hpp"
 
 using namespace progcache;
 using progcache::cli::human_size;

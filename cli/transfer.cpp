@@ -2,8 +2,8 @@
 #include <chrono>
 #include <cstdio>
 
-#include "bundle.hpp"
 #include "cli.hpp"
+#include "core/bundle.hpp"
 
 namespace progcache::cli {
 

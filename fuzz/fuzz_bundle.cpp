@@ -3,8 +3,8 @@
 #include <cstdio>
 #include <string>
 
-#include "bundle.hpp"
-#include "error.hpp"
+#include "core/bundle.hpp"
+#include "util/error.hpp"
 
 using namespace progcache;
 

@@ -3,7 +3,7 @@
 #include <cstring>
 #include <string>
 
-#include "entry.hpp"
+#include "format/entry.hpp"
 
 using namespace progcache;
 

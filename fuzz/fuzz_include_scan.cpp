@@ -10,7 +10,7 @@
 #include <fstream>
 #include <string>
 
-#include "include_scan.hpp"
+#include "core/include_scan.hpp"
 
 using namespace progcache;
 

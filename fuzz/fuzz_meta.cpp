@@ -1,5 +1,5 @@
 // Metadata section: any bytes. Never crashes; what decodes round-trips through encode.
-#include "compiled_meta.hpp"
+#include "core/compiled_meta.hpp"
 
 using namespace progcache;
 

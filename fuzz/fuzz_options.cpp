@@ -3,8 +3,8 @@
 #include <string>
 #include <vector>
 
-#include "error.hpp"
-#include "key.hpp"
+#include "core/key.hpp"
+#include "util/error.hpp"
 
 using namespace progcache;
 

@@ -7,8 +7,8 @@
 #include <memory>
 #include <string>
 
-#include "cache.hpp"
-#include "error.hpp"
+#include "core/cache.hpp"
+#include "util/error.hpp"
 
 using namespace progcache;
 

@@ -2,8 +2,8 @@
 // Error(unsupported) for a URI naming a known but unsupported scheme, rediss://).
 #include <string>
 
-#include "error.hpp"
-#include "uri.hpp"
+#include "util/error.hpp"
+#include "util/uri.hpp"
 
 using namespace progcache;
 

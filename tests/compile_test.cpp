@@ -4,7 +4,7 @@
 #include <cstring>
 #include <thread>
 
-#include "nvrtc.hpp"
+#include "cuda/nvrtc.hpp"
 #include "proc_util.hpp"
 #include "test_util.hpp"
 

@@ -1,5 +1,5 @@
 // The entry format: round trip, and every kind of damage is detected.
-#include "entry.hpp"
+#include "format/entry.hpp"
 
 #include <gtest/gtest.h>
 

@@ -12,11 +12,11 @@
 #include <cerrno>
 #include <cstring>
 
-#include "cache.hpp"
-#include "error.hpp"
-#include "fsutil.hpp"
+#include "core/cache.hpp"
 #include "proc_util.hpp"
 #include "test_util.hpp"
+#include "util/error.hpp"
+#include "util/fsutil.hpp"
 
 using namespace progcache;
 using testutil::TempDir;

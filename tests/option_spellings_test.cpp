@@ -8,7 +8,7 @@
 #include <cstring>
 #include <map>
 
-#include "key.hpp"
+#include "core/key.hpp"
 #include "test_util.hpp"
 
 using namespace testutil;

@@ -10,7 +10,7 @@
 #include <random>
 #include <thread>
 
-#include "nvrtc.hpp"
+#include "cuda/nvrtc.hpp"
 #include "redis_server.hpp"
 #include "test_util.hpp"
 

@@ -5,7 +5,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "include_scan.hpp"
+#include "core/include_scan.hpp"
 
 int main(int argc, char **argv) {
   if (argc < 3) return 2;

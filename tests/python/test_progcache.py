@@ -1,4 +1,4 @@
-"""Tests of capi/python/progcache.py against the built library (PROGCACHE_LIBRARY)."""
+"""Tests of bindings/python/progcache.py against the built library (PROGCACHE_LIBRARY)."""
 
 import os
 import tempfile

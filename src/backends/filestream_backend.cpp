@@ -1,0 +1,714 @@
+#include "backends/filestream_backend.hpp"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <random>
+
+#include "format/entry.hpp"
+#include "util/error.hpp"
+#include "util/hex.hpp"
+#include "util/trust.hpp"
+
+namespace progcache {
+namespace {
+
+constexpr const char *kFormatFile = "format";
+constexpr const char *kStatsFile = "stats";
+constexpr const char *kTmpDir = "tmp";
+constexpr uint64_t kStatsMagic = 0x3254415453534650ull;  // "PFSSTAT2"
+constexpr int kStatsWords = 8;  // magic, count, size, 4 shared counters, checksum
+// Written after the totals while a lock holder changes entries, cleared by its final write: a
+// holder killed in between (after a rename or unlink, or half-way through an eviction or clear)
+// leaves it set, and the next holder recounts. Earlier versions read and write only the
+// first kStatsWords words and ignore it.
+constexpr uint64_t kUpdateInProgress = 0x5441445055534650ull;  // "PFSUPDAT"
+// Below this many entries eviction looks at every entry (exact mtime LRU); above it, at one
+// shard at a time (ccache's approach), so a put never costs a full directory scan.
+constexpr int64_t kExactEvictionEntries = 4096;
+
+int64_t mtime_ns(const struct stat &st) {
+  return int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+}
+
+int64_t now_ns() {
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return int64_t(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+}
+
+// Sets mtime (and atime) from the fine-grained clock: the kernel's own timestamps come from a
+// coarse clock (one tick, several ms), which would make entries written together tie in LRU order.
+int64_t stamp_now(int fd) {
+  struct timespec ts[2];
+  clock_gettime(CLOCK_REALTIME, &ts[0]);
+  ts[1] = ts[0];
+  ::futimens(fd, ts);
+  return int64_t(ts[0].tv_sec) * 1000000000 + ts[0].tv_nsec;
+}
+
+bool is_entry_name(const char *n) {
+  const size_t len = std::strlen(n);
+  return len == 32 && std::all_of(n, n + len, [](char c) { return std::isxdigit(c); });
+}
+
+template <typename Fn>
+void for_each_name(int dir_fd, Fn &&fn) {
+  const int fd = ::openat(dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return;
+  DIR *d = ::fdopendir(fd);
+  if (!d) {
+    ::close(fd);
+    return;
+  }
+  std::vector<std::string> names;
+  while (struct dirent *e = ::readdir(d))
+    if (e->d_name[0] != '.') names.emplace_back(e->d_name);
+  ::closedir(d);
+  for (const std::string &n : names) fn(n);
+}
+
+}  // namespace
+
+// Serialises updates of DIR/stats between threads (mutex) and processes (flock).
+class FileStreamBackend::StatsLock {
+ public:
+  explicit StatsLock(FileStreamBackend &b) : lock_(b.stats_mutex_), fd_(b.stats_fd()) {
+    while (::flock(fd_, LOCK_EX) != 0)
+      if (errno != EINTR) throw_errno("cannot lock '" + b.dir_ + "/stats'");
+  }
+  ~StatsLock() { ::flock(fd_, LOCK_UN); }
+
+ private:
+  std::unique_lock<ForkSafeMutex> lock_;
+  int fd_;
+};
+
+FileStreamBackend::FileStreamBackend(Uri &uri, const BackendConfig &config)
+    : config_(config), dir_(uri.path) {
+  fsync_ = parse_uint_param("fsync", uri.take("fsync", "0")) != 0;
+  touch_interval_ns_ =
+      int64_t(parse_uint_param("touch_interval_ms", uri.take("touch_interval_ms", "1000"))) *
+      1000000;
+  stale_tmp_seconds_ =
+      int64_t(parse_uint_param("stale_tmp_seconds", uri.take("stale_tmp_seconds", "3600")));
+  uri.expect_no_params();
+  for (auto &f : shard_fds_) f.store(-1);
+  while (dir_.size() > 1 && dir_.back() == '/') dir_.pop_back();
+  make_dirs(dir_);
+  dir_fd_ = Fd(::open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  if (!dir_fd_) throw_errno("cannot open cache directory '" + dir_ + "'");
+  check_private_dir(dir_, dir_fd_.get(), config_.allow_shared);
+  if (::mkdirat(dir_fd_.get(), kTmpDir, 0700) != 0 && errno != EEXIST && errno != EROFS &&
+      errno != EACCES)
+    throw_errno("cannot create '" + dir_ + "/tmp'");
+  tmp_fd_ = Fd(::openat(dir_fd_.get(), kTmpDir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  char host[256] = "host";
+  ::gethostname(host, sizeof host - 1);
+  for (char *p = host; *p; ++p)
+    if (*p == '.' || *p == '/') *p = '_';
+  tmp_prefix_ = host;
+  check_format();
+  reap_stale_temp_files();
+  if (::faccessat(dir_fd_.get(), ".", W_OK, 0) == 0) {
+    // Establish the accounting now (a first open counts the entries, and repairs what a killed
+    // writer left), not during a later put whose own entry a recount would count twice.
+    StatsLock lock(*this);
+    Totals t = read_totals_locked();
+    if (config_.max_size_bytes && uint64_t(t.size) > config_.max_size_bytes) {
+      begin_update_locked();
+      evict_locked(t, -1, "");
+      write_totals_locked(t);
+    }
+  }
+}
+
+FileStreamBackend::~FileStreamBackend() {
+  for (auto &f : shard_fds_)
+    if (int fd = f.load(); fd >= 0) ::close(fd);
+  if (int fd = meta_fd_.load(); fd >= 0) ::close(fd);
+}
+
+void FileStreamBackend::check_format() {
+  const std::string want = "progcache-filestream " + std::to_string(kFormatVersion) + "\n";
+  char buf[64] = {};
+  Fd fd(::openat(dir_fd_.get(), kFormatFile, O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
+  if (fd) {
+    const ssize_t n = ::read(fd.get(), buf, sizeof buf - 1);
+    int version = 0;
+    if (n > 0 && std::sscanf(buf, "progcache-filestream %d", &version) == 1 &&
+        version > kFormatVersion)
+      throw Error(Status::unsupported,
+                  "cache directory '" + dir_ + "' has format " + std::to_string(version) +
+                      ", written by a newer progcache; refusing to misread it");
+    if (n > 0 && std::string(buf, size_t(n)) == want) return;
+  }
+  // Missing or damaged marker: rewrite it (atomically); a read-only directory just reads on.
+  if (!tmp_fd_) return;
+  const std::string tmp = temp_name();
+  Fd out(::openat(tmp_fd_.get(), tmp.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW | O_CLOEXEC,
+                  0600));
+  if (!out) return;
+  if (write_all(out.get(), want.data(), want.size()))
+    ::renameat(tmp_fd_.get(), tmp.c_str(), dir_fd_.get(), kFormatFile);
+  else
+    ::unlinkat(tmp_fd_.get(), tmp.c_str(), 0);
+}
+
+Fd FileStreamBackend::hold_temp_lock(int fd) {
+  Fd hold(::dup(fd));
+  if (hold) ::flock(hold.get(), LOCK_EX | LOCK_NB);  // a fresh file: nobody else holds it
+  return hold;
+}
+
+void FileStreamBackend::reap_stale_temp_files() {
+  if (!tmp_fd_) return;
+  const int64_t now = now_ns();
+  for_each_name(tmp_fd_.get(), [&](const std::string &name) {
+    struct stat st;
+    if (::fstatat(tmp_fd_.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return;
+    // Never by process id: a pid says nothing across PID namespaces (containers sharing the
+    // directory), where kill(pid, 0) called live writers dead. A writer holds an flock on its
+    // temp file until the rename; one that is unlocked and a few seconds old (past the instant
+    // between a writer's create and its lock) belongs to a writer that died. Past
+    // stale_tmp_seconds, a file goes regardless (file systems where flock does not reach).
+    const int64_t age = now - mtime_ns(st);
+    bool stale = age > stale_tmp_seconds_ * 1000000000;
+    if (!stale && age > kTempGraceSeconds * 1000000000) {
+      Fd probe(
+          ::openat(tmp_fd_.get(), name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK));
+      stale = probe && ::flock(probe.get(), LOCK_EX | LOCK_NB) == 0;
+    }
+    if (stale) ::unlinkat(tmp_fd_.get(), name.c_str(), 0);
+  });
+}
+
+std::string FileStreamBackend::entry_name(ByteView key) const {
+  const XXH128_hash_t h = XXH3_128bits(key.data, key.size);
+  XXH128_canonical_t c;
+  XXH128_canonicalFromHash(&c, h);
+  return to_hex(ByteView(c.digest, sizeof c.digest));
+}
+
+int FileStreamBackend::shard_fd(int shard, bool create) {
+  int fd = shard_fds_[shard].load(std::memory_order_acquire);
+  if (fd >= 0) return fd;
+  std::lock_guard lock(shard_mutex_);
+  fd = shard_fds_[shard].load(std::memory_order_acquire);
+  if (fd >= 0) return fd;
+  char name[3];
+  std::snprintf(name, sizeof name, "%02x", shard);
+  fd = ::openat(dir_fd_.get(), name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0 && errno == ENOENT && create) {
+    if (::mkdirat(dir_fd_.get(), name, 0700) != 0 && errno != EEXIST)
+      throw_errno("cannot create '" + dir_ + "/" + name + "'");
+    fd = ::openat(dir_fd_.get(), name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  }
+  if (fd < 0) {
+    if (errno == ENOENT) return -1;
+    if (errno == ELOOP || errno == ENOTDIR) {
+      // A symlink or file planted where a shard directory belongs: never followed.
+      if (config_.events) config_.events->corrupt.fetch_add(1, std::memory_order_relaxed);
+      ::unlinkat(dir_fd_.get(), name, 0);
+      if (!create) return -1;
+      return shard_fd(shard, create);
+    }
+    throw_errno("cannot open '" + dir_ + "/" + name + "'");
+  }
+  if (struct stat st; !config_.allow_shared && (::fstat(fd, &st) != 0 || !owned_and_private(st))) {
+    ::close(fd);
+    throw Error(Status::permission, "shard directory '" + dir_ + "/" + name +
+                                        "' is not owned by this user or is writable by others: "
+                                        "entries in it could be planted");
+  }
+  shard_fds_[shard].store(fd, std::memory_order_release);
+  return fd;
+}
+
+static int shard_of(const std::string &name) {
+  return std::stoi(name.substr(0, 2), nullptr, 16);
+}
+
+SharedBlob FileStreamBackend::get(ByteView key) {
+  const std::string name = entry_name(key);
+  const int dfd = shard_fd(shard_of(name), false);
+  if (dfd < 0) return nullptr;
+  Fd fd(sys::openat(dfd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, 0,
+                    sys::Op::open_entry));
+  if (!fd) {
+    if (errno == ENOENT) return nullptr;
+    if (errno == ELOOP) {  // a planted symlink is damage, never followed
+      if (config_.events) config_.events->corrupt.fetch_add(1, std::memory_order_relaxed);
+      ::unlinkat(dfd, name.c_str(), 0);
+      return nullptr;
+    }
+    throw_errno("cannot open cache entry '" + dir_ + "/" + name.substr(0, 2) + "/" + name + "'");
+  }
+  struct stat st;
+  if (::fstat(fd.get(), &st) != 0) throw_errno("cannot stat cache entry");
+  if (!config_.allow_shared && !owned_and_private(st)) {
+    // Not ours, or writable by others: whoever could write it could have planted it.
+    if (config_.events) config_.events->corrupt.fetch_add(1, std::memory_order_relaxed);
+    ::unlinkat(dfd, name.c_str(), 0);
+    return nullptr;
+  }
+  if (!S_ISREG(st.st_mode) || size_t(st.st_size) < kEntryHeaderSize) {
+    // Not an entry (a FIFO, a directory, a truncated file): the cache layer will remove it.
+    return std::make_shared<Blob>(0);
+  }
+  auto blob = std::make_shared<Blob>(size_t(st.st_size));
+  if (!pread_all(fd.get(), blob->data(), blob->size(), 0)) {
+    if (errno == 0) return std::make_shared<Blob>(0);  // shrank under us: treated as damage
+    throw_errno("cannot read cache entry");
+  }
+  // Refresh recency, at most once per touch_interval_ms per entry: a hit stays a read.
+  if (now_ns() - mtime_ns(st) >= touch_interval_ns_) stamp_now(fd.get());
+  return blob;
+}
+
+FileStreamBackend::Stored FileStreamBackend::stored_payload_size(int dir_fd,
+                                                                 const std::string &name) {
+  Fd fd(::openat(dir_fd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK));
+  if (!fd) return {errno != ENOENT, std::nullopt};
+  struct stat st;
+  if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) return {true, std::nullopt};
+  uint8_t head[kEntryProbeSize];
+  const ssize_t n = ::pread(fd.get(), head, sizeof head, 0);
+  if (n < ssize_t(kEntryHeaderSize)) return {true, std::nullopt};
+  // Only a size the header's layout and the file's size agree on: a flipped bit or a junk file
+  // named like an entry must never move the totals.
+  const auto size = entry_payload_size_checked(ByteView(head, size_t(n)), uint64_t(st.st_size));
+  if (!size || *size > uint64_t(INT64_MAX)) return {true, std::nullopt};
+  // Another key's well-formed entry under this name (copied, or moved to another shard) is
+  // reached by no key: it must not be counted either. Checked when the key fits in the probe.
+  if (const auto key = entry_key_in(ByteView(head, size_t(n))); key && entry_name(*key) != name)
+    return {true, std::nullopt};
+  return {true, int64_t(*size)};
+}
+
+void FileStreamBackend::put(ByteView key, Blob &&record, uint64_t payload_size) {
+  const std::string name = entry_name(key);
+  const int shard = shard_of(name);
+  const int dfd = shard_fd(shard, true);
+  if (!tmp_fd_) throw Error(Status::permission, "cache directory '" + dir_ + "' is not writable");
+  const std::string tmp = temp_name();
+  Fd fd(sys::openat(tmp_fd_.get(), tmp.c_str(),
+                    O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0600,
+                    sys::Op::create_temp));
+  if (!fd) throw_errno("cannot create a temporary file in '" + dir_ + "/tmp'");
+  // Locked until it is renamed into place (the duplicate keeps the lock past the close below): a
+  // reaper in any process, any PID namespace, sees a live writer by the lock, not by its pid.
+  const Fd writer_lock = hold_temp_lock(fd.get());
+  auto discard = [&](const std::string &what) {
+    const int err = errno;
+    fd = Fd();
+    ::unlinkat(tmp_fd_.get(), tmp.c_str(), 0);
+    throw_errno(what, err);
+  };
+  if (!write_all(fd.get(), record.data(), record.size())) discard("cannot write a cache entry");
+  const int64_t written_ns = stamp_now(fd.get());
+  if (fsync_ && sys::fsync(fd.get()) != 0) discard("cannot fsync a cache entry");
+  if (::close(fd.release()) != 0) discard("cannot close a cache entry");
+  // Replace and account under the lock, so that concurrent writers of one key cannot each
+  // count the entry as new; the costly part (writing the temp file) stays outside it.
+  StatsLock lock(*this);
+  Totals t = read_totals_locked();
+  const Stored old = stored_payload_size(dfd, name);
+  begin_update_locked();
+  if (sys::renameat(tmp_fd_.get(), tmp.c_str(), dfd, name.c_str()) != 0) {
+    write_totals_locked(t);  // nothing changed
+    discard("cannot move a cache entry into place");
+  }
+  if (fsync_) ::fsync(dfd);
+  if (!lru_.empty()) lru_.push_back({written_ns, shard, name});  // the newest entry
+  if (old.exists && !old.size) {
+    // It replaced a damaged entry whose recorded size nobody knows: count again.
+    t = recount_keeping_counters_locked(t);
+  } else {
+    t.count += old.exists ? 0 : 1;
+    t.size = std::max<int64_t>(0, t.size + int64_t(payload_size) - old.size.value_or(0));
+  }
+  if (config_.max_size_bytes && uint64_t(t.size) > config_.max_size_bytes)
+    evict_locked(t, shard, name);
+  write_totals_locked(t);
+}
+
+int FileStreamBackend::meta_fd(bool create) {
+  int fd = meta_fd_.load(std::memory_order_acquire);
+  if (fd >= 0) return fd;
+  std::lock_guard lock(shard_mutex_);
+  if ((fd = meta_fd_.load(std::memory_order_acquire)) >= 0) return fd;
+  fd = ::openat(dir_fd_.get(), "meta", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0 && errno == ENOENT && create) {
+    if (::mkdirat(dir_fd_.get(), "meta", 0700) != 0 && errno != EEXIST)
+      throw_errno("cannot create '" + dir_ + "/meta'");
+    fd = ::openat(dir_fd_.get(), "meta", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  }
+  if (fd < 0) {
+    if (errno == ENOENT) return -1;
+    throw_errno("cannot open '" + dir_ + "/meta'");
+  }
+  meta_fd_.store(fd, std::memory_order_release);
+  return fd;
+}
+
+std::optional<std::string> FileStreamBackend::get_meta(std::string_view name) {
+  const int dfd = meta_fd(false);
+  if (dfd < 0) return std::nullopt;
+  const std::string file = entry_name(name);
+  Fd fd(::openat(dfd, file.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK));
+  struct stat st;
+  if (!fd || ::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_size > (16 << 20) ||
+      (!config_.allow_shared && !owned_and_private(st)))
+    return std::nullopt;
+  std::string record(size_t(st.st_size), '\0');
+  if (!pread_all(fd.get(), record.data(), record.size(), 0)) return std::nullopt;
+  return record;
+}
+
+void FileStreamBackend::put_meta(std::string_view name, ByteView record) {
+  if (!tmp_fd_) return;  // a read-only cache keeps no memos
+  const int dfd = meta_fd(true);
+  const std::string tmp = temp_name();
+  Fd fd(::openat(tmp_fd_.get(), tmp.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW | O_CLOEXEC,
+                 0600));
+  if (!fd) throw_errno("cannot create a temporary file in '" + dir_ + "/tmp'");
+  const Fd writer_lock = hold_temp_lock(fd.get());
+  const bool ok = write_all(fd.get(), record.data, record.size) && ::close(fd.release()) == 0 &&
+                  ::renameat(tmp_fd_.get(), tmp.c_str(), dfd, entry_name(name).c_str()) == 0;
+  if (!ok) {
+    const int err = errno;
+    ::unlinkat(tmp_fd_.get(), tmp.c_str(), 0);
+    throw_errno("cannot write a memo in '" + dir_ + "/meta'", err);
+  }
+}
+
+std::string FileStreamBackend::temp_name() {
+  // "<host>.<pid>.<seq>.<random>.tmp": lets the reaper tell a dead local writer's leftovers.
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  return tmp_prefix_ + "." + std::to_string(::getpid()) + "." +
+         std::to_string(tmp_seq_.fetch_add(1)) + "." + std::to_string(rng()) + ".tmp";
+}
+
+bool FileStreamBackend::unlink_entry(int shard, const std::string &name,
+                                     std::optional<int64_t> *payload_size) {
+  const int dfd = shard_fd(shard, false);
+  if (dfd < 0) return false;
+  const Stored stored = stored_payload_size(dfd, name);
+  if (sys::unlinkat(dfd, name.c_str(), 0) != 0) {
+    if (errno == ENOENT) return false;
+    // A directory planted where an entry belongs: removed if empty, otherwise left (never
+    // followed or read).
+    if (errno == EISDIR || errno == EPERM) {
+      *payload_size = std::nullopt;
+      return ::unlinkat(dfd, name.c_str(), AT_REMOVEDIR) == 0;
+    }
+    throw_errno("cannot remove cache entry '" + dir_ + "/" + name.substr(0, 2) + "/" + name + "'");
+  }
+  *payload_size = stored.size;
+  return true;
+}
+
+FileStreamBackend::Totals FileStreamBackend::recount_keeping_counters_locked(const Totals &t) {
+  Totals fresh = rebuild_totals_locked();
+  fresh.counters = t.counters;
+  return fresh;
+}
+
+bool FileStreamBackend::remove(ByteView key) {
+  return remove_entry(key, true);
+}
+
+bool FileStreamBackend::remove_damaged(ByteView key) {
+  return remove_entry(key, false);
+}
+
+bool FileStreamBackend::remove_entry(ByteView key, bool trust_header) {
+  const std::string name = entry_name(key);
+  const int shard = shard_of(name);
+  std::optional<int64_t> size;
+  StatsLock lock(*this);
+  // Deleting a missing key changes nothing: no accounting I/O for it.
+  struct stat st;
+  const int dfd = shard_fd(shard, false);
+  if (dfd < 0 || (::fstatat(dfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 && errno == ENOENT))
+    return false;
+  Totals t = read_totals_locked();
+  begin_update_locked();
+  const bool removed = unlink_entry(shard, name, &size);
+  if (removed) account_removal(t, trust_header ? size : std::nullopt);
+  write_totals_locked(t);
+  return removed;
+}
+
+int FileStreamBackend::stats_fd() {
+  // A descriptor inherited across fork() shares its flock with the parent: reopen per process.
+  if (!stats_fd_ || stats_pid_ != ::getpid()) {
+    int fd = ::openat(dir_fd_.get(), kStatsFile, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0 && (errno == EACCES || errno == EROFS))
+      fd = ::openat(dir_fd_.get(), kStatsFile, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0 && errno == ELOOP) {
+      ::unlinkat(dir_fd_.get(), kStatsFile, 0);
+      fd = ::openat(dir_fd_.get(), kStatsFile, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+    }
+    if (fd < 0) throw_errno("cannot open '" + dir_ + "/stats'");
+    stats_fd_ = Fd(fd);
+    stats_pid_ = ::getpid();
+  }
+  return stats_fd_.get();
+}
+
+FileStreamBackend::Totals FileStreamBackend::read_totals_locked() {
+  uint64_t buf[kStatsWords + 1] = {};
+  const ssize_t n = ::pread(stats_fd_.get(), buf, sizeof buf, 0);
+  const bool whole = n >= ssize_t(8 * kStatsWords) && buf[0] == kStatsMagic &&
+                     buf[kStatsWords - 1] == XXH3_64bits(buf, 8 * (kStatsWords - 1)) &&
+                     int64_t(buf[1]) >= 0 && int64_t(buf[2]) >= 0;
+  if (whole && buf[kStatsWords] != kUpdateInProgress) {
+    Totals t{int64_t(buf[1]), int64_t(buf[2]), {}};
+    t.counters = {int64_t(buf[3]), int64_t(buf[4]), int64_t(buf[5]), int64_t(buf[6])};
+    return t;
+  }
+  // Missing or damaged accounting, or a holder of the lock died while changing entries: count
+  // again from the entries themselves, keeping the shared counters when they survived.
+  Totals t = rebuild_totals_locked();
+  if (whole) t.counters = {int64_t(buf[3]), int64_t(buf[4]), int64_t(buf[5]), int64_t(buf[6])};
+  write_totals_locked(t);
+  return t;
+}
+
+void FileStreamBackend::begin_update_locked() {
+  const uint64_t flag = kUpdateInProgress;
+  ssize_t n;
+  do {
+    n = ::pwrite(stats_fd_.get(), &flag, sizeof flag, 8 * kStatsWords);
+  } while (n < 0 && errno == EINTR);
+}
+
+void FileStreamBackend::account_removal(Totals &t, const std::optional<int64_t> &size) {
+  if (!size) {  // a damaged entry: what the totals recorded for it is unknown
+    t.recount = true;
+    return;
+  }
+  t.count = std::max<int64_t>(0, t.count - 1);
+  t.size = std::max<int64_t>(0, t.size - *size);
+}
+
+void FileStreamBackend::write_totals_locked(Totals t) {
+  if (t.recount) t = recount_keeping_counters_locked(t);
+  uint64_t buf[kStatsWords + 1] = {kStatsMagic,
+                                   uint64_t(std::max<int64_t>(t.count, 0)),
+                                   uint64_t(std::max<int64_t>(t.size, 0)),
+                                   uint64_t(t.counters.hits),
+                                   uint64_t(t.counters.misses),
+                                   uint64_t(t.counters.evictions),
+                                   uint64_t(t.counters.compile_us_saved),
+                                   0,
+                                   0};  // no update in progress
+  buf[kStatsWords - 1] = XXH3_64bits(buf, 8 * (kStatsWords - 1));
+  ssize_t n;
+  do {
+    n = ::pwrite(stats_fd_.get(), buf, sizeof buf, 0);
+  } while (n < 0 && errno == EINTR);
+  // A failed accounting write only makes the estimate stale; the next rebuild repairs it.
+}
+
+FileStreamBackend::Totals FileStreamBackend::rebuild_totals_locked() {
+  Totals t;
+  for (int s = 0; s < kShards; ++s) {
+    const int dfd = shard_fd(s, false);
+    if (dfd < 0) continue;
+    for_each_name(dfd, [&](const std::string &name) {
+      if (!is_entry_name(name.c_str())) return;
+      const Stored stored = stored_payload_size(dfd, name);
+      if (stored.size) {
+        ++t.count;
+        t.size += *stored.size;
+      } else if (stored.exists && tmp_fd_) {
+        // Damage or junk named like an entry: it would fail verification when read, and left
+        // in place it would be counted by its own claims. Removed, never counted.
+        if (::unlinkat(dfd, name.c_str(), 0) == 0 && config_.events)
+          config_.events->corrupt.fetch_add(1, std::memory_order_relaxed);
+      }
+    });
+  }
+  return t;
+}
+
+void FileStreamBackend::list_shard(int shard, std::vector<Victim> &out) {
+  const int dfd = shard_fd(shard, false);
+  if (dfd < 0) return;
+  for_each_name(dfd, [&](const std::string &name) {
+    struct stat st;
+    if (!is_entry_name(name.c_str())) return;
+    if (::fstatat(dfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0)
+      out.push_back({mtime_ns(st), shard, name});
+  });
+}
+
+void FileStreamBackend::evict_locked(Totals &t, int keep_shard, const std::string &keep_name) {
+  const uint64_t cap = config_.max_size_bytes;
+  auto evict_from = [&](std::vector<Victim> &victims, uint64_t target) {
+    std::sort(victims.begin(), victims.end(),
+              [](const Victim &a, const Victim &b) { return a.mtime_ns < b.mtime_ns; });
+    for (const Victim &v : victims) {
+      if (uint64_t(t.size) <= target) break;
+      if (v.shard == keep_shard && v.name == keep_name) continue;
+      std::optional<int64_t> size;
+      if (!unlink_entry(v.shard, v.name, &size)) continue;
+      account_removal(t, size);
+      if (config_.events) config_.events->evictions.fetch_add(1, std::memory_order_relaxed);
+    }
+  };
+  if (t.count <= kExactEvictionEntries) {
+    // Exact mtime LRU from a sorted listing kept between puts: a capped put costs O(1) amortised,
+    // not a scan of every directory. Each victim's mtime is checked before it goes: an entry
+    // touched since the listing (a hit, another process's put) moves to the back instead.
+    for (int pass = 0; pass < 2 && uint64_t(t.size) > cap; ++pass) {
+      if (lru_.empty()) {
+        std::vector<Victim> all;
+        for (int s = 0; s < kShards; ++s) list_shard(s, all);
+        // The listing counts the files; if the accounting disagrees (a writer of a version
+        // without the update mark killed inside the lock), recount before choosing victims.
+        if (int64_t(all.size()) != t.count) {
+          const PersistentCounters keep = t.counters;
+          t = rebuild_totals_locked();
+          t.counters = keep;
+        }
+        std::sort(all.begin(), all.end(),
+                  [](const Victim &a, const Victim &b) { return a.mtime_ns < b.mtime_ns; });
+        lru_.assign(all.begin(), all.end());
+      }
+      size_t requeued = 0;
+      while (uint64_t(t.size) > cap && !lru_.empty() && requeued <= lru_.size()) {
+        Victim v = std::move(lru_.front());
+        lru_.pop_front();
+        if (v.shard == keep_shard && v.name == keep_name) {
+          lru_.push_back(std::move(v));
+          ++requeued;
+          continue;
+        }
+        const int dfd = shard_fd(v.shard, false);
+        struct stat st;
+        if (dfd < 0 || ::fstatat(dfd, v.name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
+        if (mtime_ns(st) != v.mtime_ns) {  // touched since listed: now among the newest
+          v.mtime_ns = mtime_ns(st);
+          lru_.push_back(std::move(v));
+          ++requeued;
+          continue;
+        }
+        std::optional<int64_t> size;
+        if (!unlink_entry(v.shard, v.name, &size)) continue;
+        account_removal(t, size);
+        if (config_.events) config_.events->evictions.fetch_add(1, std::memory_order_relaxed);
+      }
+      if (uint64_t(t.size) > cap) lru_.clear();  // stale or exhausted: list again
+    }
+    if (uint64_t(t.size) > cap) {  // accounting had drifted
+      const PersistentCounters keep = t.counters;
+      t = rebuild_totals_locked();
+      t.counters = keep;
+    }
+    return;
+  }
+  lru_.clear();
+  // Large cache: evict down to 90% of the cap from the oldest entries of one shard at a time,
+  // so the scan cost is amortised over many puts.
+  const uint64_t target = cap - cap / 10;
+  for (int tries = 0; tries < kShards && uint64_t(t.size) > target; ++tries) {
+    std::vector<Victim> victims;
+    list_shard(int(evict_cursor_.fetch_add(1) % kShards), victims);
+    // Take at most the older half of the shard, so one pass never empties a shard.
+    std::sort(victims.begin(), victims.end(),
+              [](const Victim &a, const Victim &b) { return a.mtime_ns < b.mtime_ns; });
+    victims.resize((victims.size() + 1) / 2);
+    evict_from(victims, target);
+  }
+}
+
+uint64_t FileStreamBackend::count() {
+  StatsLock lock(*this);
+  return uint64_t(read_totals_locked().count);
+}
+
+uint64_t FileStreamBackend::size() {
+  StatsLock lock(*this);
+  return uint64_t(read_totals_locked().size);
+}
+
+void FileStreamBackend::clear() {
+  StatsLock lock(*this);
+  lru_.clear();
+  if (::faccessat(dir_fd_.get(), ".", W_OK, 0) != 0)
+    throw_errno("cannot clear cache directory '" + dir_ + "'");
+  Totals t = read_totals_locked();
+  begin_update_locked();
+  for (int s = 0; s < kShards; ++s) {
+    const int dfd = shard_fd(s, false);
+    if (dfd < 0) continue;
+    for_each_name(dfd, [&](const std::string &name) {
+      std::optional<int64_t> size;
+      if (unlink_entry(s, name, &size)) account_removal(t, size);
+    });
+  }
+  write_totals_locked(t);
+}
+
+}  // namespace progcache
+
+namespace progcache {
+
+void FileStreamBackend::list(const std::function<void(const EntryInfo &)> &fn) {
+  std::vector<std::pair<int64_t, EntryInfo>> entries;
+  for (int shard = 0; shard < kShards; ++shard) {
+    const int dfd = shard_fd(shard, false);
+    if (dfd < 0) continue;
+    for_each_name(dfd, [&](const std::string &name) {
+      if (!is_entry_name(name.c_str())) return;
+      Fd fd(::openat(dfd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK));
+      struct stat st;
+      uint8_t header[kEntryProbeSize];
+      ssize_t n = -1;
+      if (!fd || ::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode) ||
+          (n = ::pread(fd.get(), header, sizeof header, 0)) < ssize_t(kEntryHeaderSize))
+        return;
+      const auto payload =
+          entry_payload_size_checked(ByteView(header, size_t(n)), uint64_t(st.st_size));
+      if (!payload) return;
+      uint32_t key_size = 0;
+      for (int i = 0; i < 4; ++i) key_size |= uint32_t(header[8 + i]) << (8 * i);
+      if (key_size > 65536 || kEntryHeaderSize + key_size > uint64_t(st.st_size)) return;
+      std::string key(key_size, '\0');
+      if (!pread_all(fd.get(), key.data(), key_size, kEntryHeaderSize)) return;
+      entries.push_back({mtime_ns(st), EntryInfo{std::move(key), *payload, int64_t(st.st_mtime)}});
+    });
+  }
+  std::sort(entries.begin(), entries.end(),
+            [](const auto &a, const auto &b) { return a.first > b.first; });
+  for (const auto &e : entries) fn(e.second);
+}
+
+void FileStreamBackend::add_counters(const PersistentCounters &delta) {
+  if (::faccessat(dir_fd_.get(), ".", W_OK, 0) != 0) return;
+  StatsLock lock(*this);
+  Totals t = read_totals_locked();
+  t.counters += delta;
+  write_totals_locked(t);
+}
+
+PersistentCounters FileStreamBackend::counters() {
+  StatsLock lock(*this);
+  return read_totals_locked().counters;
+}
+
+}  // namespace progcache

@@ -1,0 +1,112 @@
+// filestream:DIR: one file per entry, written to DIR/tmp and renamed into DIR/xx/ (atomic),
+// verified on every read, evicted by mtime. Safe for many processes. See docs/backends.md.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <deque>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "backends/backend.hpp"
+#include "util/fsutil.hpp"
+#include "util/uri.hpp"
+
+namespace progcache {
+
+class FileStreamBackend final : public Backend {
+ public:
+  FileStreamBackend(Uri &uri, const BackendConfig &config);
+  ~FileStreamBackend() override;
+
+  SharedBlob get(ByteView key) override;
+  void put(ByteView key, Blob &&record, uint64_t payload_size) override;
+  bool remove(ByteView key) override;
+  bool remove_damaged(ByteView key) override;
+  uint64_t count() override;
+  uint64_t size() override;
+  void clear() override;
+  void list(const std::function<void(const EntryInfo &)> &fn) override;
+  void add_counters(const PersistentCounters &delta) override;
+  PersistentCounters counters() override;
+  // Memos live in DIR/meta/, one file per name, written like entries (temp file, rename).
+  std::optional<std::string> get_meta(std::string_view name) override;
+  void put_meta(std::string_view name, ByteView record) override;
+  std::string lock_dir() const override { return dir_ + "/locks"; }
+
+  static constexpr int kFormatVersion = 1;
+  static constexpr int kShards = 256;
+
+ private:
+  bool remove_entry(ByteView key, bool trust_header);
+  struct Totals {
+    int64_t count = 0;
+    int64_t size = 0;
+    PersistentCounters counters;
+    bool recount = false;  // a damaged entry was removed: count again before writing
+  };
+  struct Victim {
+    int64_t mtime_ns;
+    int shard;
+    std::string name;
+  };
+  class StatsLock;
+
+  std::string entry_name(ByteView key) const;
+  int shard_fd(int shard, bool create);
+  void check_format();
+  void reap_stale_temp_files();
+  // A descriptor holding an flock on the temp file open on fd, until it is destroyed.
+  static Fd hold_temp_lock(int fd);
+  static constexpr int64_t kTempGraceSeconds = 2;
+  // Whether a file exists under name, and the payload size its header declares when the header
+  // is consistent with the file (nullopt for damage or junk).
+  struct Stored {
+    bool exists = false;
+    std::optional<int64_t> size;
+  };
+  Stored stored_payload_size(int dir_fd, const std::string &name);
+  // The totals counted again from the entries, keeping t's shared counters.
+  Totals recount_keeping_counters_locked(const Totals &t);
+  // The totals in DIR/stats, recounted (and rewritten) when missing, damaged, or left by a
+  // holder of the lock that died while changing entries.
+  Totals read_totals_locked();
+  // Marks DIR/stats "entries changing" until the next write_totals_locked: call it after
+  // read_totals_locked and before the first rename or unlink.
+  void begin_update_locked();
+  void write_totals_locked(Totals t);
+  // Subtracts a removed entry's checked size, or marks t for a recount when it had none.
+  void account_removal(Totals &t, const std::optional<int64_t> &size);
+  // Counts the entries on disk (counters left zero); writes nothing.
+  Totals rebuild_totals_locked();
+  std::string temp_name();
+  void evict_locked(Totals &t, int keep_shard, const std::string &keep_name);
+  void list_shard(int shard, std::vector<Victim> &out);
+  // Removes an entry file; *payload_size is its checked size, nullopt when it was damaged.
+  bool unlink_entry(int shard, const std::string &name, std::optional<int64_t> *payload_size);
+  int stats_fd();
+  int meta_fd(bool create);
+
+  const BackendConfig config_;
+  std::string dir_;
+  bool fsync_ = false;
+  int64_t touch_interval_ns_ = 1000000000;
+  int64_t stale_tmp_seconds_ = 3600;
+  Fd dir_fd_;
+  Fd tmp_fd_;
+  std::atomic<int> meta_fd_{-1};
+  ForkSafeMutex shard_mutex_{ForkSafeMutex::kInner};
+  std::array<std::atomic<int>, kShards> shard_fds_;
+  ForkSafeMutex stats_mutex_{
+      ForkSafeMutex::kOuter};  // flock() does not exclude threads sharing one descriptor
+  Fd stats_fd_;
+  long stats_pid_ = 0;
+  std::atomic<unsigned> evict_cursor_{0};
+  std::deque<Victim> lru_;  // exact-mode eviction order, oldest first (guarded by the stats lock)
+  std::atomic<uint64_t> tmp_seq_{0};
+  std::string tmp_prefix_;
+};
+
+}  // namespace progcache

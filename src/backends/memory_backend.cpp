@@ -1,0 +1,78 @@
+#include "backends/memory_backend.hpp"
+
+#include <ctime>
+#include <vector>
+
+namespace progcache {
+
+MemoryBackend::MemoryBackend(const BackendConfig &config) : config_(config) {}
+
+SharedBlob MemoryBackend::get(ByteView key) {
+  std::lock_guard lock(mutex_);
+  auto it = index_.find(key.str());
+  if (it == index_.end()) return nullptr;
+  lru_.splice(lru_.begin(), lru_, it->second);
+  it->second->last_use = std::time(nullptr);
+  return it->second->record;
+}
+
+void MemoryBackend::erase_locked(Lru::iterator it) {
+  total_ -= it->payload_size;
+  index_.erase(it->key);
+  lru_.erase(it);
+}
+
+void MemoryBackend::put(ByteView key, Blob &&record, uint64_t payload_size) {
+  auto shared = std::make_shared<const Blob>(std::move(record));
+  std::string k(key.str());
+  std::lock_guard lock(mutex_);
+  if (auto it = index_.find(k); it != index_.end()) erase_locked(it->second);
+  lru_.push_front(Node{k, std::move(shared), payload_size, std::time(nullptr)});
+  index_.emplace(std::move(k), lru_.begin());
+  total_ += payload_size;
+  if (config_.max_size_bytes == 0) return;
+  while (total_ > config_.max_size_bytes && lru_.size() > 1) {
+    erase_locked(std::prev(lru_.end()));
+    if (config_.events) config_.events->evictions.fetch_add(1, std::memory_order_relaxed);
+  }
+}
+
+bool MemoryBackend::remove(ByteView key) {
+  std::lock_guard lock(mutex_);
+  auto it = index_.find(key.str());
+  if (it == index_.end()) return false;
+  erase_locked(it->second);
+  return true;
+}
+
+uint64_t MemoryBackend::count() {
+  std::lock_guard lock(mutex_);
+  return lru_.size();
+}
+
+uint64_t MemoryBackend::size() {
+  std::lock_guard lock(mutex_);
+  return total_;
+}
+
+void MemoryBackend::clear() {
+  std::lock_guard lock(mutex_);
+  index_.clear();
+  lru_.clear();
+  total_ = 0;
+}
+
+}  // namespace progcache
+
+namespace progcache {
+
+void MemoryBackend::list(const std::function<void(const EntryInfo &)> &fn) {
+  std::vector<EntryInfo> entries;  // copied so that fn may call back into the cache
+  {
+    std::lock_guard lock(mutex_);
+    for (const Node &n : lru_) entries.push_back({n.key, n.payload_size, n.last_use});
+  }
+  for (const EntryInfo &e : entries) fn(e);
+}
+
+}  // namespace progcache

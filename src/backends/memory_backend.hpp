@@ -1,0 +1,48 @@
+// memory: an in-process LRU: hash map + intrusive recency list, one mutex, O(1) per operation.
+#pragma once
+
+#include <list>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+#include "backends/backend.hpp"
+
+namespace progcache {
+
+class MemoryBackend final : public Backend {
+ public:
+  explicit MemoryBackend(const BackendConfig &config);
+  SharedBlob get(ByteView key) override;
+  void put(ByteView key, Blob &&record, uint64_t payload_size) override;
+  bool remove(ByteView key) override;
+  uint64_t count() override;
+  uint64_t size() override;
+  void clear() override;
+  bool in_process() const override { return true; }
+  void list(const std::function<void(const EntryInfo &)> &fn) override;
+
+ private:
+  struct Node {
+    std::string key;
+    SharedBlob record;  // shared so that a pinned view outlives replacement or eviction
+    uint64_t payload_size;
+    int64_t last_use;
+  };
+  struct KeyHash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  };
+  using Lru = std::list<Node>;  // front = most recently used
+
+  void erase_locked(Lru::iterator it);
+
+  const BackendConfig config_;
+  ForkSafeMutex mutex_{ForkSafeMutex::kMiddle};
+  Lru lru_;
+  std::unordered_map<std::string, Lru::iterator, KeyHash, std::equal_to<>> index_;
+  uint64_t total_ = 0;
+};
+
+}  // namespace progcache

@@ -1,0 +1,518 @@
+#include "backends/sqlite_backend.hpp"
+
+#include <fcntl.h>
+#include <sqlite3.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <iterator>
+#include <mutex>
+#include <thread>
+
+#include "backends/sqlite_internal.hpp"
+#include "util/error.hpp"
+#include "util/fsutil.hpp"
+#include "util/trust.hpp"
+
+namespace progcache {
+namespace {
+
+// Statements, in the order of SqliteBackend::Stmt.
+constexpr const char *kSql[] = {
+    "SELECT record FROM entries WHERE key = ?1",
+    "UPDATE entries SET atime = ?2, used_at = ?3 WHERE key = ?1",
+    "SELECT size FROM entries WHERE key = ?1",
+    "INSERT OR REPLACE INTO entries(key, record, size, atime, used_at) VALUES(?1, ?2, ?3, ?4, ?5)",
+    "DELETE FROM entries WHERE key = ?1 RETURNING size",
+    "SELECT rowid, key FROM entries ORDER BY atime LIMIT 32",
+    "SELECT value FROM meta WHERE name = ?1",
+    "INSERT OR REPLACE INTO meta(name, value) VALUES(?1, ?2)",
+    "BEGIN IMMEDIATE",
+    "COMMIT",
+    "ROLLBACK",
+    "DELETE FROM entries",
+    "SELECT key, size, used_at FROM entries ORDER BY atime DESC",
+    "UPDATE meta SET value = value + ?2 WHERE name = ?1",
+    "SELECT record FROM memo WHERE name = ?1",
+    "INSERT OR REPLACE INTO memo(name, record) VALUES(?1, ?2)",
+    ("DELETE FROM memo WHERE rowid IN (SELECT rowid FROM memo ORDER BY rowid LIMIT"
+     " max(0, (SELECT count(*) FROM memo) - ?1))"),
+    "DELETE FROM entries WHERE rowid = ?1 RETURNING size",
+    "SELECT count(*), total(max(size, 0)) FROM entries",
+    ("SELECT (SELECT value FROM meta WHERE name = 'total_size'),"
+     " (SELECT value FROM meta WHERE name = 'entry_count'),"
+     " (SELECT value FROM meta WHERE name = 'totals_check')"),
+};
+
+// The check value stored beside the totals: SQLite checksums no pages, so a flipped bit in a
+// total would otherwise be believed (and the cap enforced against a wrong number).
+int64_t totals_check(int64_t size, int64_t count) {
+  const int64_t both[2] = {size, count};
+  return int64_t(XXH3_64bits_withSeed(both, sizeof both, 0x70636163686531ull));
+}
+
+constexpr size_t kFlushAfterTouches = 128;
+
+// SQLite's global mutexes a child needs to open its own connection (the main one, the unix VFS's
+// inode list, the allocator's), in the order SQLite nests them: held across fork() so that a
+// parent thread inside sqlite3_step at that instant cannot leave one locked in the child.
+constexpr int kSqliteForkMutexes[] = {SQLITE_MUTEX_STATIC_MAIN, SQLITE_MUTEX_STATIC_VFS1,
+                                      SQLITE_MUTEX_STATIC_MEM};
+void sqlite_fork_prepare() {
+  for (int id : kSqliteForkMutexes) sqlite3_mutex_enter(sqlite3_mutex_alloc(id));
+}
+void sqlite_fork_release() {
+  for (int i = int(std::size(kSqliteForkMutexes)) - 1; i >= 0; --i)
+    sqlite3_mutex_leave(sqlite3_mutex_alloc(kSqliteForkMutexes[i]));
+}
+constexpr auto kFlushAfterTime = std::chrono::milliseconds(500);
+
+}  // namespace
+
+using namespace sqlite_detail;
+
+SqliteBackend::SqliteBackend(Uri &uri, const BackendConfig &config)
+    : config_(config), path_(uri.path) {
+  static std::once_flag fork_hooks;
+  std::call_once(fork_hooks, [] {
+    sqlite3_initialize();  // the static mutexes exist from here on
+    add_fork_participant(&sqlite_fork_prepare, &sqlite_fork_release);
+  });
+  busy_timeout_ms_ =
+      static_cast<int>(parse_uint_param("busy_timeout_ms", uri.take("busy_timeout_ms", "5000")));
+  uri.expect_no_params();
+  connect();
+  if (config_.max_size_bytes && !read_only_) {
+    with_recovery([&] {
+      write_txn([&] {
+        bool recounted = false;
+        Totals t = load_totals_locked(&recounted);
+        if (uint64_t(t.size) <= config_.max_size_bytes && !recounted) return;
+        evict_locked(t, {});
+        store_totals_locked(t);
+      });
+    });
+  }
+}
+
+SqliteBackend::~SqliteBackend() {
+  std::lock_guard lock(mutex_);
+  if (db_ && pid_ == ::getpid() && !pending_touches_.empty() && !read_only_) {
+    try {  // without waiting for a writer: a reader's close must not block
+      try_write_txn([&] { flush_touches_locked(); });
+    } catch (...) {  // recency is advisory; losing a few touches on close is harmless
+    }
+  }
+  disconnect(pid_ != ::getpid());
+}
+
+const char *SqliteBackend::sql_text(Stmt s) {
+  return kSql[s];
+}
+
+sqlite3_stmt *SqliteBackend::stmt(Stmt s) {
+  if (!stmts_[s]) {
+    const int rc =
+        sqlite3_prepare_v3(db_, kSql[s], -1, SQLITE_PREPARE_PERSISTENT, &stmts_[s], nullptr);
+    if (rc != SQLITE_OK) fail(rc, std::string("cannot prepare '") + kSql[s] + "'");
+  }
+  return stmts_[s];
+}
+
+int64_t SqliteBackend::meta_get(const char *name) {
+  StmtScope q{stmt(kMetaGet)};
+  sqlite3_bind_text(q.s, 1, name, -1, SQLITE_STATIC);
+  const int rc = sqlite3_step(q.s);
+  if (rc == SQLITE_ROW) return sqlite3_column_int64(q.s, 0);
+  if (rc == SQLITE_DONE) return 0;
+  fail(rc, "cannot read cache metadata");
+}
+
+void SqliteBackend::meta_set(const char *name, int64_t value) {
+  StmtScope q{stmt(kMetaSet)};
+  sqlite3_bind_text(q.s, 1, name, -1, SQLITE_STATIC);
+  sqlite3_bind_int64(q.s, 2, value);
+  const int rc = sqlite3_step(q.s);
+  if (rc != SQLITE_DONE) fail(rc, "cannot write cache metadata");
+}
+
+void SqliteBackend::flush_touches_locked() {
+  if (pending_touches_.empty()) return;
+  int64_t clock = meta_get("clock");
+  for (const std::string &k : pending_touches_) {
+    StmtScope q{stmt(kTouch)};
+    sqlite3_bind_blob(q.s, 1, k.data(), static_cast<int>(k.size()), SQLITE_STATIC);
+    sqlite3_bind_int64(q.s, 2, ++clock);
+    sqlite3_bind_int64(q.s, 3, int64_t(std::time(nullptr)));
+    const int rc = sqlite3_step(q.s);
+    if (rc != SQLITE_DONE) fail(rc, "cannot record entry recency");
+  }
+  meta_set("clock", clock);
+  pending_touches_.clear();
+}
+
+void SqliteBackend::maybe_flush_touches_locked() {
+  if (read_only_) {
+    pending_touches_.clear();
+    return;
+  }
+  if (pending_touches_.size() < kFlushAfterTouches &&
+      std::chrono::steady_clock::now() - first_pending_ < kFlushAfterTime)
+    return;
+  // A hit never waits for a writer: if another connection holds the write lock, the touches
+  // wait for this handle's next write.
+  try_write_txn([&] { flush_touches_locked(); });
+}
+
+bool SqliteBackend::try_write_txn(const std::function<void()> &fn) {
+  sqlite3_busy_timeout(db_, 0);  // one attempt at the write lock, without the busy handler
+  struct RestoreTimeout {
+    sqlite3 *db;
+    int ms;
+    ~RestoreTimeout() { sqlite3_busy_timeout(db, ms); }
+  } restore{db_, busy_timeout_ms_};
+  {
+    StmtScope begin{stmt(kBegin)};
+    const int rc = sqlite3_step(begin.s);
+    if (is_busy(rc)) return false;
+    if (rc != SQLITE_DONE) fail(rc, "cannot begin a write transaction");
+  }
+  try {
+    fn();
+    StmtScope commit{stmt(kCommit)};
+    const int rc = sqlite3_step(commit.s);
+    if (rc != SQLITE_DONE) fail(rc, "cannot commit");
+  } catch (const Error &e) {
+    if (sqlite3_get_autocommit(db_) == 0) {
+      StmtScope rollback{stmt(kRollback)};
+      sqlite3_step(rollback.s);
+    }
+    if (e.status() != Status::busy) throw;
+    return false;
+  }
+  return true;
+}
+
+SqliteBackend::Totals SqliteBackend::recount_locked(bool counts_as_damage) {
+  StmtScope q{stmt(kRecount)};
+  const int rc = sqlite3_step(q.s);
+  if (rc != SQLITE_ROW) fail(rc, "cannot recount the entries");
+  Totals t{int64_t(sqlite3_column_double(q.s, 1)), sqlite3_column_int64(q.s, 0)};
+  if (counts_as_damage && config_.events)
+    config_.events->corrupt.fetch_add(1, std::memory_order_relaxed);
+  return t;
+}
+
+SqliteBackend::Totals SqliteBackend::load_totals_locked(bool *recounted) {
+  Totals t;
+  bool checked = false, has_check = false;
+  {
+    StmtScope q{stmt(kTotals)};
+    const int rc = sqlite3_step(q.s);
+    if (rc != SQLITE_ROW) fail(rc, "cannot read the cache totals");
+    has_check = sqlite3_column_type(q.s, 2) == SQLITE_INTEGER;
+    if (sqlite3_column_type(q.s, 0) == SQLITE_INTEGER &&
+        sqlite3_column_type(q.s, 1) == SQLITE_INTEGER && has_check) {
+      t = {sqlite3_column_int64(q.s, 0), sqlite3_column_int64(q.s, 1)};
+      checked = t.size >= 0 && t.count >= 0 &&
+                sqlite3_column_int64(q.s, 2) == totals_check(t.size, t.count);
+    }
+  }
+  if (recounted) *recounted = !checked;
+  return checked ? t : recount_locked(has_check);
+}
+
+void SqliteBackend::store_totals_locked(const Totals &t) {
+  meta_set("total_size", t.size);
+  meta_set("entry_count", t.count);
+  meta_set("totals_check", totals_check(t.size, t.count));
+}
+
+// Deletes least-recently-used rows (by rowid: a row whose key has another type, or an index that
+// no longer finds it, is deleted all the same) until the total fits the cap. Only rows actually
+// deleted count; totals that disagree with the table (negative, or over the cap with nothing
+// left to delete) are recounted once. Each pass deletes a row or ends the loop.
+void SqliteBackend::evict_locked(Totals &t, ByteView keep) {
+  if (!config_.max_size_bytes) return;
+  bool recounted = false;
+  if (t.size < 0 || t.count < 0) {
+    t = recount_locked();
+    recounted = true;
+  }
+  while (uint64_t(t.size) > config_.max_size_bytes) {
+    std::vector<int64_t> oldest;
+    {
+      StmtScope q{stmt(kOldest)};
+      int rc;
+      while ((rc = sqlite3_step(q.s)) == SQLITE_ROW) {
+        const bool is_keep =
+            sqlite3_column_type(q.s, 1) == SQLITE_BLOB &&
+            ByteView(sqlite3_column_blob(q.s, 1), size_t(sqlite3_column_bytes(q.s, 1))) == keep;
+        if (!is_keep) oldest.push_back(sqlite3_column_int64(q.s, 0));
+      }
+      if (rc != SQLITE_DONE) fail(rc, "cannot find entries to evict");
+    }
+    bool progressed = false;
+    for (const int64_t rowid : oldest) {
+      StmtScope d{stmt(kDeleteRow)};
+      sqlite3_bind_int64(d.s, 1, rowid);
+      int rc;
+      bool deleted = false;
+      int64_t freed = 0;
+      while ((rc = sqlite3_step(d.s)) == SQLITE_ROW) {
+        deleted = true;
+        freed = std::max<int64_t>(0, sqlite3_column_int64(d.s, 0));
+      }
+      if (rc != SQLITE_DONE) fail(rc, "cannot evict an entry");
+      if (!deleted) continue;
+      t.size -= freed;
+      --t.count;
+      progressed = true;
+      if (config_.events) config_.events->evictions.fetch_add(1, std::memory_order_relaxed);
+      if (t.size < 0 || uint64_t(t.size) <= config_.max_size_bytes) break;
+    }
+    if (t.size < 0 || t.count < 0 || (!progressed && !recounted)) {
+      t = recount_locked();
+      recounted = true;
+    } else if (!progressed) {
+      break;
+    }
+  }
+}
+
+SharedBlob SqliteBackend::get(ByteView key) {
+  std::lock_guard lock(mutex_);
+  return with_recovery([&]() -> SharedBlob {
+    StmtScope q{stmt(kGet)};
+    sqlite3_bind_blob(q.s, 1, key.data, static_cast<int>(key.size), SQLITE_STATIC);
+    int rc = sqlite3_step(q.s);
+    const auto deadline =
+        std::chrono::steady_clock::now() + std::chrono::milliseconds(busy_timeout_ms_);
+    while (is_busy(rc) && std::chrono::steady_clock::now() < deadline) {
+      sqlite3_reset(q.s);
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      rc = sqlite3_step(q.s);
+    }
+    if (rc == SQLITE_DONE) return nullptr;
+    if (rc != SQLITE_ROW) fail(rc, "cannot read an entry");
+    const int n = sqlite3_column_bytes(q.s, 0);
+    auto blob = std::make_shared<Blob>(static_cast<size_t>(n));
+    if (n) std::memcpy(blob->data(), sqlite3_column_blob(q.s, 0), static_cast<size_t>(n));
+    if (pending_touches_.empty()) first_pending_ = std::chrono::steady_clock::now();
+    pending_touches_.emplace_back(key.str());
+    maybe_flush_touches_locked();
+    return blob;
+  });
+}
+
+void SqliteBackend::put(ByteView key, Blob &&record, uint64_t payload_size) {
+  std::lock_guard lock(mutex_);
+  with_recovery([&] {
+    if (read_only_) throw Error(Status::permission, "cache database '" + path_ + "' is read-only");
+    write_txn([&] {
+      flush_touches_locked();
+      Totals t = load_totals_locked();
+      {
+        StmtScope q{stmt(kOldSize)};
+        sqlite3_bind_blob(q.s, 1, key.data, static_cast<int>(key.size), SQLITE_STATIC);
+        const int rc = sqlite3_step(q.s);
+        if (rc == SQLITE_ROW) {
+          t.size -= sqlite3_column_int64(q.s, 0);
+          --t.count;
+        } else if (rc != SQLITE_DONE) {
+          fail(rc, "cannot read an entry's size");
+        }
+      }
+      const int64_t clock = meta_get("clock") + 1;
+      {
+        StmtScope q{stmt(kInsert)};
+        sqlite3_bind_blob(q.s, 1, key.data, static_cast<int>(key.size), SQLITE_STATIC);
+        sqlite3_bind_blob64(q.s, 2, record.data(), record.size(), SQLITE_STATIC);
+        sqlite3_bind_int64(q.s, 3, static_cast<int64_t>(payload_size));
+        sqlite3_bind_int64(q.s, 4, clock);
+        sqlite3_bind_int64(q.s, 5, int64_t(std::time(nullptr)));
+        const int rc = sqlite3_step(q.s);
+        if (rc != SQLITE_DONE) fail(rc, "cannot store an entry");
+      }
+      t.size += static_cast<int64_t>(payload_size);
+      ++t.count;
+      if (t.size < 0 || t.count < 0) t = recount_locked();
+      evict_locked(t, key);
+      meta_set("clock", clock);
+      store_totals_locked(t);
+    });
+  });
+}
+
+bool SqliteBackend::remove(ByteView key) {
+  std::lock_guard lock(mutex_);
+  return with_recovery([&] {
+    if (read_only_) throw Error(Status::permission, "cache database '" + path_ + "' is read-only");
+    bool removed = false;
+    write_txn([&] {
+      flush_touches_locked();
+      Totals t = load_totals_locked();
+      StmtScope d{stmt(kDelete)};
+      sqlite3_bind_blob(d.s, 1, key.data, static_cast<int>(key.size), SQLITE_STATIC);
+      int64_t size = 0;
+      int rc;
+      while ((rc = sqlite3_step(d.s)) == SQLITE_ROW) {
+        size = sqlite3_column_int64(d.s, 0);
+        removed = true;
+      }
+      if (rc != SQLITE_DONE) fail(rc, "cannot delete an entry");
+      if (removed) {
+        t.size -= size;
+        --t.count;
+        store_totals_locked(t.size < 0 || t.count < 0 ? recount_locked() : t);
+      }
+    });
+    return removed;
+  });
+}
+
+SqliteBackend::Totals SqliteBackend::current_totals() {
+  std::lock_guard lock(mutex_);
+  return with_recovery([&] {
+    bool recounted = false;
+    const Totals t = load_totals_locked(&recounted);
+    // Keep the repair when the write lock is free; a reader never waits for it.
+    if (recounted && !read_only_)
+      try_write_txn([&] { store_totals_locked(recount_locked(false)); });
+    return t;
+  });
+}
+
+uint64_t SqliteBackend::count() {
+  return uint64_t(current_totals().count);
+}
+
+uint64_t SqliteBackend::size() {
+  return uint64_t(current_totals().size);
+}
+
+void SqliteBackend::clear() {
+  std::lock_guard lock(mutex_);
+  with_recovery([&] {
+    if (read_only_) throw Error(Status::permission, "cache database '" + path_ + "' is read-only");
+    write_txn([&] {
+      pending_touches_.clear();
+      StmtScope q{stmt(kClear)};
+      const int rc = sqlite3_step(q.s);
+      if (rc != SQLITE_DONE) fail(rc, "cannot clear the cache");
+      store_totals_locked({});
+    });
+  });
+}
+
+uint64_t SqliteBackend::max_payload_size() const {
+  // SQLite's largest blob (SQLITE_LIMIT_LENGTH, 1e9 by default) less the record's header and key.
+  const int limit = db_ ? sqlite3_limit(db_, SQLITE_LIMIT_LENGTH, -1) : 1000000000;
+  return static_cast<uint64_t>(limit) - 2 * 65536 - 256;
+}
+
+}  // namespace progcache
+
+namespace progcache {
+
+void SqliteBackend::list(const std::function<void(const EntryInfo &)> &fn) {
+  std::vector<EntryInfo> entries;  // collected first: fn may call back into the cache
+  {
+    std::lock_guard lock(mutex_);
+    with_recovery([&] {
+      entries.clear();
+      StmtScope q{stmt(kList)};
+      int rc;
+      while ((rc = sqlite3_step(q.s)) == SQLITE_ROW) {
+        const auto *k = static_cast<const char *>(sqlite3_column_blob(q.s, 0));
+        entries.push_back({std::string(k ? k : "", size_t(sqlite3_column_bytes(q.s, 0))),
+                           uint64_t(sqlite3_column_int64(q.s, 1)), sqlite3_column_int64(q.s, 2)});
+      }
+      if (rc != SQLITE_DONE) fail(rc, "cannot list entries");
+    });
+  }
+  for (const EntryInfo &e : entries) fn(e);
+}
+
+void SqliteBackend::add_counters(const PersistentCounters &d) {
+  std::lock_guard lock(mutex_);
+  if (read_only_) return;
+  with_recovery([&] {
+    // Advisory counters never make a lookup wait for a writer: busy, they go back to the handle.
+    const bool done = try_write_txn([&] {
+      const std::pair<const char *, int64_t> adds[] = {{"hits", d.hits},
+                                                       {"misses", d.misses},
+                                                       {"evictions", d.evictions},
+                                                       {"compile_us_saved", d.compile_us_saved}};
+      for (const auto &[name, value] : adds) {
+        if (!value) continue;
+        StmtScope q{stmt(kMetaAdd)};
+        sqlite3_bind_text(q.s, 1, name, -1, SQLITE_STATIC);
+        sqlite3_bind_int64(q.s, 2, value);
+        const int rc = sqlite3_step(q.s);
+        if (rc != SQLITE_DONE) fail(rc, "cannot update the shared counters");
+      }
+    });
+    if (!done) throw Error(Status::busy, "the shared counters are locked by a writer");
+  });
+}
+
+PersistentCounters SqliteBackend::counters() {
+  std::lock_guard lock(mutex_);
+  return with_recovery([&] {
+    PersistentCounters c;
+    c.hits = meta_get("hits");
+    c.misses = meta_get("misses");
+    c.evictions = meta_get("evictions");
+    c.compile_us_saved = meta_get("compile_us_saved");
+    return c;
+  });
+}
+
+std::optional<std::string> SqliteBackend::get_meta(std::string_view name) {
+  std::lock_guard lock(mutex_);
+  ensure_process();
+  sqlite3_stmt *s = nullptr;
+  try {
+    s = stmt(kMemoGet);
+  } catch (const Error &) {
+    return std::nullopt;  // a database from before memos, not yet opened for writing
+  }
+  StmtScope q{s};
+  sqlite3_bind_text(q.s, 1, name.data(), int(name.size()), SQLITE_STATIC);
+  const int rc = sqlite3_step(q.s);
+  if (rc == SQLITE_DONE) return std::nullopt;
+  if (rc != SQLITE_ROW) fail(rc, "cannot read a memo");
+  const auto *p = static_cast<const char *>(sqlite3_column_blob(q.s, 0));
+  return std::string(p ? p : "", size_t(sqlite3_column_bytes(q.s, 0)));
+}
+
+void SqliteBackend::put_meta(std::string_view name, ByteView record) {
+  std::lock_guard lock(mutex_);
+  if (read_only_) return;
+  with_recovery([&] {
+    write_txn([&] {
+      if (!memo_table_ready_) {
+        const int rc = sqlite3_exec(db_, kMemoSchema, nullptr, nullptr, nullptr);
+        if (rc != SQLITE_OK) fail(rc, "cannot create the memo table");
+        memo_table_ready_ = true;
+      }
+      StmtScope q{stmt(kMemoPut)};
+      sqlite3_bind_text(q.s, 1, name.data(), int(name.size()), SQLITE_STATIC);
+      sqlite3_bind_blob64(q.s, 2, record.data, record.size, SQLITE_STATIC);
+      int rc = sqlite3_step(q.s);
+      if (rc != SQLITE_DONE) fail(rc, "cannot write a memo");
+      StmtScope trim{stmt(kMemoTrim)};
+      sqlite3_bind_int64(trim.s, 1, int64_t(kMaxMetaRecords));
+      rc = sqlite3_step(trim.s);
+      if (rc != SQLITE_DONE) fail(rc, "cannot trim the memos");
+    });
+  });
+}
+
+}  // namespace progcache

@@ -1,0 +1,127 @@
+// sqlite:PATH: one SQLite database (WAL, exact LRU by a logical clock, size cap), safe for many
+// processes and threads. See docs/backends.md for the schema and guarantees.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "backends/backend.hpp"
+#include "util/uri.hpp"
+
+struct sqlite3;
+struct sqlite3_stmt;
+
+namespace progcache {
+
+class SqliteBackend final : public Backend {
+ public:
+  SqliteBackend(Uri &uri, const BackendConfig &config);
+  ~SqliteBackend() override;
+
+  SharedBlob get(ByteView key) override;
+  void put(ByteView key, Blob &&record, uint64_t payload_size) override;
+  bool remove(ByteView key) override;
+  uint64_t count() override;
+  uint64_t size() override;
+  void clear() override;
+  uint64_t max_payload_size() const override;
+  void list(const std::function<void(const EntryInfo &)> &fn) override;
+  void add_counters(const PersistentCounters &delta) override;
+  PersistentCounters counters() override;
+  std::optional<std::string> get_meta(std::string_view name) override;
+  void put_meta(std::string_view name, ByteView record) override;
+  std::string lock_dir() const override { return path_ + ".locks"; }
+
+  static constexpr int kSchemaVersion = 1;
+
+ private:
+  enum Stmt {
+    kGet,
+    kTouch,
+    kOldSize,
+    kInsert,
+    kDelete,
+    kOldest,
+    kMetaGet,
+    kMetaSet,
+    kBegin,
+    kCommit,
+    kRollback,
+    kClear,
+    kList,
+    kMetaAdd,
+    kMemoGet,
+    kMemoPut,
+    kMemoTrim,
+    kDeleteRow,
+    kRecount,
+    kTotals,
+    kStmtCount
+  };
+
+  void connect();
+  void open_connection();
+  // Renames a database that cannot be repaired in place (and its -wal/-shm) to
+  // PATH.corrupt-<time>, then connects to a fresh one. Serialised across processes by a lock
+  // file; does nothing but reconnect if another process already did it.
+  void move_aside(const std::string &why);
+  void check_schema_statements();
+  void disconnect(bool abandon);
+  void ensure_process();
+  void init_schema();
+  void set_journal_mode();
+  void reset_database(const std::string &why);
+  sqlite3_stmt *stmt(Stmt s);
+  static const char *sql_text(Stmt s);
+  // Runs fn inside BEGIN IMMEDIATE ... COMMIT, retrying busy answers until the deadline and
+  // resetting the database (then retrying once) if it turns out corrupt.
+  template <typename Fn>
+  void write_txn(Fn &&fn);
+  // One attempt at BEGIN IMMEDIATE without waiting; false (nothing done) when another
+  // connection holds the write lock.
+  bool try_write_txn(const std::function<void()> &fn);
+  template <typename Fn>
+  auto with_recovery(Fn &&fn) -> decltype(fn());
+  [[noreturn]] void fail(int rc, const std::string &what);
+  int64_t meta_get(const char *name);
+  void meta_set(const char *name, int64_t value);
+  void flush_touches_locked();
+  void maybe_flush_touches_locked();
+  // The entry count and payload total, kept in meta with a check value over both.
+  struct Totals {
+    int64_t size = 0, count = 0;
+  };
+  // Reads the totals in one snapshot. Totals that fail their check (a flipped bit, a foreign
+  // writer, negative values, a database from before the check) are recounted from the rows;
+  // *recounted says so (the caller persists them where it may write).
+  Totals load_totals_locked(bool *recounted = nullptr);
+  void store_totals_locked(const Totals &t);
+  // The totals for count() and size(), repaired first when they fail their check.
+  Totals current_totals();
+  void evict_locked(Totals &t, ByteView keep);
+  // counts_as_damage: false for a database that merely predates the check value.
+  Totals recount_locked(bool counts_as_damage = true);
+
+  const BackendConfig config_;
+  std::string path_;
+  int busy_timeout_ms_ = 5000;
+  bool wal_ = true;
+  ForkSafeMutex mutex_{ForkSafeMutex::kMiddle};
+  sqlite3 *db_ = nullptr;
+  sqlite3_stmt *stmts_[kStmtCount] = {};
+  bool read_only_ = false;
+  bool memo_table_ready_ = false;  // this connection made sure the memo table exists
+  long pid_ = 0;
+  dev_t db_dev_ = 0;  // the database file this connection opened
+  ino_t db_ino_ = 0;
+  // Recency of hits not yet written (a hit stays a read); flushed in order before any write.
+  std::vector<std::string> pending_touches_;
+  std::chrono::steady_clock::time_point first_pending_;
+};
+
+}  // namespace progcache

@@ -1,0 +1,335 @@
+#include <fcntl.h>
+#include <sqlite3.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <thread>
+
+#include "backends/sqlite_backend.hpp"
+#include "backends/sqlite_internal.hpp"
+#include "util/error.hpp"
+#include "util/fsutil.hpp"
+#include "util/trust.hpp"
+
+// Opening, configuring, resetting and re-opening the connection (after fork()).
+namespace progcache {
+
+using namespace sqlite_detail;
+
+void SqliteBackend::fail(int rc, const std::string &what) {
+  std::string msg = what + ": " + (db_ ? sqlite3_errmsg(db_) : sqlite3_errstr(rc));
+  const int sys = db_ ? sqlite3_system_errno(db_) : 0;
+  if (sys &&
+      ((rc & 0xff) == SQLITE_IOERR || (rc & 0xff) == SQLITE_CANTOPEN || (rc & 0xff) == SQLITE_FULL))
+    msg += std::string(" (") + std::strerror(sys) + ")";
+  msg += " [" + path_ + "]";
+  switch (rc & 0xff) {
+    case SQLITE_CORRUPT:
+    case SQLITE_NOTADB:
+      throw CorruptDatabase(msg);
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED:
+      throw Error(Status::busy, msg + " (still locked after busy_timeout_ms=" +
+                                    std::to_string(busy_timeout_ms_) + ")");
+    case SQLITE_READONLY:
+    case SQLITE_PERM:
+    case SQLITE_AUTH:
+      throw Error(Status::permission, msg);
+    case SQLITE_NOMEM:
+      throw Error(Status::no_memory, msg);
+    case SQLITE_TOOBIG:
+      throw Error(Status::too_large, msg);
+    case SQLITE_CANTOPEN:
+      throw Error(sys == EACCES || sys == EPERM ? Status::permission : Status::io, msg);
+    case SQLITE_FULL:
+    case SQLITE_IOERR:
+      throw Error(Status::io, msg);
+    default:
+      throw Error(Status::internal, msg);
+  }
+}
+
+void SqliteBackend::connect() {
+  try {
+    open_connection();
+  } catch (const DamagedDatabase &e) {
+    move_aside(e.what());
+  }
+}
+
+void SqliteBackend::move_aside(const std::string &why) {
+  disconnect(false);
+  make_dirs(lock_dir());
+  Fd lock(::open((lock_dir() + "/recover.lock").c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC,
+                 0600));
+  if (lock) ::flock(lock.get(), LOCK_EX);
+  struct stat st;
+  if (::stat(path_.c_str(), &st) == 0 && st.st_dev == db_dev_ && st.st_ino == db_ino_) {
+    const std::string aside = path_ + ".corrupt-" + std::to_string(::time(nullptr));
+    if (::rename(path_.c_str(), aside.c_str()) != 0)
+      throw_errno("cannot move the damaged cache database '" + path_ + "' aside");
+    // The old WAL and shared memory belong to the old file: a new database must not read them.
+    for (const char *suffix : {"-wal", "-shm", "-journal"})
+      ::rename((path_ + suffix).c_str(), (aside + suffix).c_str());
+    if (config_.events) config_.events->corrupt.fetch_add(1, std::memory_order_relaxed);
+    set_thread_warning("cache database '" + path_ + "' was damaged (" + why + "); moved to '" +
+                       aside + "' and a new one created");
+  }
+  open_connection();
+}
+
+void SqliteBackend::open_connection() {
+  pid_ = ::getpid();
+  const std::string dir = parent_dir(path_);
+  make_dirs(dir);
+  check_private_dir(dir, -1, config_.allow_shared);
+  for (const char *suffix : {"", "-wal", "-shm", "-journal"})
+    check_owned_file(path_ + suffix, config_.allow_shared);
+  // Create the file ourselves so that it is 0600 (SQLite gives its -wal/-shm the same mode).
+  {
+    Fd fd(::open(path_.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0600));
+    if (!fd && errno != EEXIST && errno != EACCES && errno != EROFS)
+      throw_errno("cannot create cache database '" + path_ + "'");
+  }
+  int rc =
+      sqlite3_open_v2(path_.c_str(), &db_,
+                      SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOFOLLOW | SQLITE_OPEN_NOMUTEX, nullptr);
+  if (rc == SQLITE_OK && sqlite3_db_readonly(db_, "main") == 1 &&
+      sqlite3_exec(db_, "SELECT 1 FROM sqlite_master LIMIT 1", nullptr, nullptr, nullptr) !=
+          SQLITE_OK) {
+    // A read-only WAL database in a directory where its -shm cannot be created: read it as an
+    // immutable snapshot (no locking; writers elsewhere are not seen until reopen).
+    sqlite3_close(db_);
+    db_ = nullptr;
+    rc = sqlite3_open_v2(
+        ("file:" + uri_escape(path_) + "?immutable=1").c_str(), &db_,
+        SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_NOFOLLOW | SQLITE_OPEN_NOMUTEX,
+        nullptr);
+  }
+  if (rc != SQLITE_OK) {
+    std::string msg = "cannot open cache database";
+    try {
+      fail(rc, msg);
+    } catch (...) {
+      sqlite3_close(db_);
+      db_ = nullptr;
+      throw;
+    }
+  }
+  read_only_ = sqlite3_db_readonly(db_, "main") == 1;
+  if (struct stat st; ::stat(path_.c_str(), &st) == 0) {
+    db_dev_ = st.st_dev;
+    db_ino_ = st.st_ino;
+  }
+  // SQLite reads a file whose header names an unknown file-format version as read-only (write
+  // version) or not at all (read version, schema format: "unsupported file format", a plain
+  // SQLITE_ERROR), and VACUUM cannot reset it: only damage does that.
+  {
+    uint8_t header[48] = {};
+    Fd fd(::open(path_.c_str(), O_RDONLY | O_CLOEXEC));
+    if (fd && pread_all(fd.get(), header, sizeof header, 0) &&
+        std::memcmp(header, "SQLite format 3", 16) == 0) {
+      const uint32_t schema_format = uint32_t(header[44]) << 24 | uint32_t(header[45]) << 16 |
+                                     uint32_t(header[46]) << 8 | header[47];
+      if (header[18] < 1 || header[18] > 2 || header[19] < 1 || header[19] > 2 ||
+          schema_format > 4) {
+        disconnect(false);
+        throw DamagedDatabase("file format versions " + std::to_string(header[18]) + "/" +
+                              std::to_string(header[19]) + ", schema format " +
+                              std::to_string(schema_format) + " in the header");
+      }
+    }
+  }
+  sqlite3_extended_result_codes(db_, 1);
+  sqlite3_db_config(db_, SQLITE_DBCONFIG_DEFENSIVE, 1, nullptr);
+  sqlite3_db_config(db_, SQLITE_DBCONFIG_TRUSTED_SCHEMA, 0, nullptr);
+  sqlite3_busy_timeout(db_, busy_timeout_ms_);
+  const std::string net = network_fs_name(dir);
+  wal_ = net.empty();
+  auto setup = [&] {
+    rc = sqlite3_exec(db_, "PRAGMA cell_size_check=ON; PRAGMA mmap_size=0;", nullptr, nullptr,
+                      nullptr);
+    if (rc != SQLITE_OK) fail(rc, "cannot configure cache database");
+    if (!read_only_) {
+      set_journal_mode();
+      rc = sqlite3_exec(db_, "PRAGMA synchronous=NORMAL", nullptr, nullptr, nullptr);
+      if (rc != SQLITE_OK) fail(rc, "cannot set synchronous mode");
+    }
+    init_schema();
+  };
+  try {
+    try {
+      setup();
+    } catch (const CorruptDatabase &e) {
+      reset_database(e.what());
+      setup();
+    }
+  } catch (...) {
+    disconnect(false);
+    throw;
+  }
+  if (!wal_)
+    set_thread_warning("cache database is on a network filesystem (" + net +
+                       "): WAL is unsafe there, using journal_mode=DELETE (slower; consider "
+                       "filestream:)");
+}
+
+void SqliteBackend::set_journal_mode() {
+  const char *want = wal_ ? "wal" : "delete";
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(busy_timeout_ms_);
+  int changes = 0;
+  for (int attempt = 0;; ++attempt) {
+    // Read first: changing the mode needs an exclusive lock, and the pragma answers busy at
+    // once (without the busy handler) while another connection recovers a crashed writer's WAL.
+    sqlite3_stmt *s = nullptr;
+    int rc = sqlite3_prepare_v2(db_, "PRAGMA journal_mode", -1, &s, nullptr);
+    std::string mode;
+    if (rc == SQLITE_OK && (rc = sqlite3_step(s)) == SQLITE_ROW)
+      mode = reinterpret_cast<const char *>(sqlite3_column_text(s, 0));
+    sqlite3_finalize(s);
+    if (rc == SQLITE_ROW && mode == want) return;
+    if (rc == SQLITE_ROW)
+      rc = sqlite3_exec(db_, wal_ ? "PRAGMA journal_mode=WAL" : "PRAGMA journal_mode=DELETE",
+                        nullptr, nullptr, nullptr);
+    if (rc == SQLITE_OK) {
+      if (++changes > 2) {  // the filesystem will not take this mode: go on with the one it has
+        set_thread_warning("cache database '" + path_ + "' stays in journal_mode=" + mode);
+        return;
+      }
+      continue;  // re-read to confirm
+    }
+    if (is_busy(rc) && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1 + attempt % 8));
+      continue;
+    }
+    fail(rc, "cannot set the journal mode");
+  }
+}
+
+void SqliteBackend::disconnect(bool abandon) {
+  pending_touches_.clear();
+  if (!db_) return;
+  if (!abandon) {
+    for (auto &s : stmts_) sqlite3_finalize(s);
+    sqlite3_close_v2(db_);
+  }
+  // After fork() the parent's connection belongs to the parent: it is left untouched (SQLite
+  // forbids using or closing it in the child) and its memory is abandoned.
+  for (auto &s : stmts_) s = nullptr;
+  db_ = nullptr;
+}
+
+void SqliteBackend::ensure_process() {
+  if (pid_ == ::getpid() && db_) return;
+  disconnect(pid_ != ::getpid());
+  connect();
+}
+
+void SqliteBackend::init_schema() {
+  auto user_version = [&] {
+    sqlite3_stmt *s = nullptr;
+    int rc = sqlite3_prepare_v2(db_, "PRAGMA user_version", -1, &s, nullptr);
+    if (rc != SQLITE_OK) fail(rc, "cannot read the schema version");
+    rc = sqlite3_step(s);
+    const int v = rc == SQLITE_ROW ? sqlite3_column_int(s, 0) : -1;
+    sqlite3_finalize(s);
+    if (rc != SQLITE_ROW) fail(rc, "cannot read the schema version");
+    return v;
+  };
+  auto pragma_int = [&](const char *sql) {
+    sqlite3_stmt *s = nullptr;
+    int rc = sqlite3_prepare_v2(db_, sql, -1, &s, nullptr);
+    const int v = rc == SQLITE_OK && sqlite3_step(s) == SQLITE_ROW ? sqlite3_column_int(s, 0) : 0;
+    sqlite3_finalize(s);
+    return v;
+  };
+  const int version = user_version();
+  if (version > kSchemaVersion) {
+    if (pragma_int("PRAGMA application_id") != kApplicationIdBase + version)
+      throw DamagedDatabase("schema version " + std::to_string(version) +
+                            " without the application id a newer progcache writes with it");
+    throw Error(Status::unsupported,
+                "cache database '" + path_ + "' has schema version " + std::to_string(version) +
+                    ", written by a newer progcache (this one reads version " +
+                    std::to_string(kSchemaVersion) + "); refusing to misread it");
+  }
+  if (version == kSchemaVersion) {
+    check_schema_statements();
+    if (!read_only_ && pragma_int("PRAGMA application_id") != kApplicationIdBase + version) {
+      write_txn([&] {  // databases from before application ids get theirs
+        const int rc = sqlite3_exec(
+            db_, ("PRAGMA application_id=" + std::to_string(kApplicationIdBase + version)).c_str(),
+            nullptr, nullptr, nullptr);
+        if (rc != SQLITE_OK) fail(rc, "cannot set the application id");
+      });
+    }
+  }
+  if (version < kSchemaVersion) {
+    if (read_only_)
+      throw Error(Status::permission,
+                  "cache database '" + path_ + "' is read-only and has no progcache schema");
+    // Older or foreign layout: rebuild (a cache can always be refilled).
+    write_txn([&] {
+      if (user_version() == kSchemaVersion) return;  // another process got here first
+      int rc = sqlite3_exec(db_,
+                            "DROP TABLE IF EXISTS entries; DROP TABLE IF EXISTS meta;"
+                            " DROP TABLE IF EXISTS memo;",
+                            nullptr, nullptr, nullptr);
+      if (rc != SQLITE_OK) fail(rc, "cannot drop the old schema");
+      rc = sqlite3_exec(db_, kSchema, nullptr, nullptr, nullptr);
+      if (rc != SQLITE_OK) fail(rc, "cannot create the schema");
+      store_totals_locked({});
+      rc = sqlite3_exec(
+          db_,
+          ("PRAGMA user_version=" + std::to_string(kSchemaVersion) +
+           "; PRAGMA application_id=" + std::to_string(kApplicationIdBase + kSchemaVersion))
+              .c_str(),
+          nullptr, nullptr, nullptr);
+      if (rc != SQLITE_OK) fail(rc, "cannot set the schema version");
+    });
+  }
+}
+
+// Every statement the backend runs must prepare against this database: a table or column that
+// is missing ("no such column: name") is damage, reset like any other.
+void SqliteBackend::check_schema_statements() {
+  for (int s = 0; s < kMemoGet; ++s) {
+    if (stmts_[s]) continue;
+    const int rc = sqlite3_prepare_v3(db_, sql_text(Stmt(s)), -1, SQLITE_PREPARE_PERSISTENT,
+                                      &stmts_[s], nullptr);
+    if (rc != SQLITE_OK) {
+      stmts_[s] = nullptr;
+      throw CorruptDatabase(std::string("the schema does not match: ") + sqlite3_errmsg(db_));
+    }
+  }
+}
+
+void SqliteBackend::reset_database(const std::string &why) {
+  // Reset in place: other processes may hold the file open, so it is never deleted or renamed.
+  // VACUUM with RESET_DATABASE takes the exclusive lock itself.
+  for (auto &s : stmts_) {
+    sqlite3_finalize(s);
+    s = nullptr;
+  }
+  pending_touches_.clear();
+  sqlite3_db_config(db_, SQLITE_DBCONFIG_DEFENSIVE, 0, nullptr);
+  sqlite3_db_config(db_, SQLITE_DBCONFIG_RESET_DATABASE, 1, nullptr);
+  int rc = sqlite3_exec(db_, "VACUUM", nullptr, nullptr, nullptr);
+  sqlite3_db_config(db_, SQLITE_DBCONFIG_RESET_DATABASE, 0, nullptr);
+  sqlite3_db_config(db_, SQLITE_DBCONFIG_DEFENSIVE, 1, nullptr);
+  if (rc != SQLITE_OK)
+    throw DamagedDatabase(why + "; resetting it in place failed: " + sqlite3_errmsg(db_));
+  if (config_.events) config_.events->corrupt.fetch_add(1, std::memory_order_relaxed);
+  set_thread_warning("cache database '" + path_ + "' was corrupt (" + why +
+                     "); it was reset to empty in place");
+  set_journal_mode();
+  init_schema();
+}
+
+}  // namespace progcache

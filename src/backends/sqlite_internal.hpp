@@ -1,0 +1,123 @@
+// Private to the SQLite backend's two files: shared statements' helpers, the schema, and the
+// transaction templates.
+#pragma once
+
+#include <sqlite3.h>
+
+#include <chrono>
+#include <string>
+#include <thread>
+
+#include "backends/sqlite_backend.hpp"
+#include "util/error.hpp"
+
+namespace progcache::sqlite_detail {
+
+// atime is a logical clock kept in meta, not wall time: the LRU order stays exact even for
+// touches within one second, and across processes (the clock advances inside write txns).
+constexpr const char *kSchema =
+    "CREATE TABLE entries(key BLOB PRIMARY KEY NOT NULL CHECK(typeof(key) = 'blob'),"
+    " record BLOB NOT NULL, size INTEGER NOT NULL CHECK(typeof(size) = 'integer' AND size >= 0),"
+    " atime INTEGER NOT NULL, used_at INTEGER NOT NULL);"
+    "CREATE INDEX entries_by_atime ON entries(atime);"
+    "CREATE TABLE meta(name TEXT PRIMARY KEY NOT NULL, value INTEGER NOT NULL);"
+    "CREATE TABLE IF NOT EXISTS memo(name TEXT PRIMARY KEY NOT NULL, record BLOB NOT NULL);"
+    "INSERT INTO meta VALUES('clock', 0), ('total_size', 0), ('entry_count', 0), ('hits', 0),"
+    " ('misses', 0), ('evictions', 0), ('compile_us_saved', 0);";
+
+// Memos (the metadata side channel) came after schema version 1 without changing what older
+// versions read: a version-1 database gains the table when it is first opened for writing.
+constexpr const char *kMemoSchema =
+    "CREATE TABLE IF NOT EXISTS memo(name TEXT PRIMARY KEY NOT NULL, record BLOB NOT NULL);";
+
+struct CorruptDatabase : Error {
+  explicit CorruptDatabase(const std::string &m) : Error(Status::corrupt, m) {}
+};
+
+// Damage that SQLite cannot reset in place (a flipped schema version, a file-format byte that
+// makes the file read-only): the file is moved aside and a fresh database created.
+struct DamagedDatabase : Error {
+  explicit DamagedDatabase(const std::string &m) : Error(Status::corrupt, m) {}
+};
+
+// PRAGMA application_id: "PC" and the schema version. A newer progcache writes both; a user_version
+// above ours without the matching application_id is a damaged header, not a newer database.
+constexpr int32_t kApplicationIdBase = 0x50430000;
+
+// Resets a statement when the scope ends, whatever happened.
+struct StmtScope {
+  sqlite3_stmt *s;
+  ~StmtScope() {
+    sqlite3_reset(s);
+    sqlite3_clear_bindings(s);
+  }
+};
+
+// Percent-encodes what a SQLite URI filename cannot hold literally.
+inline std::string uri_escape(const std::string &path) {
+  std::string out;
+  for (unsigned char c : path) {
+    if (c == '%' || c == '?' || c == '#' || c < 0x20 || c >= 0x7f) {
+      char buf[4];
+      std::snprintf(buf, sizeof buf, "%%%02X", c);
+      out += buf;
+    } else {
+      out += char(c);
+    }
+  }
+  return out;
+}
+
+inline bool is_busy(int rc) {
+  return (rc & 0xff) == SQLITE_BUSY || (rc & 0xff) == SQLITE_LOCKED;
+}
+
+}  // namespace progcache::sqlite_detail
+
+namespace progcache {
+
+template <typename Fn>
+inline auto SqliteBackend::with_recovery(Fn &&fn) -> decltype(fn()) {
+  ensure_process();
+  try {
+    return fn();
+  } catch (const sqlite_detail::CorruptDatabase &e) {
+    try {
+      reset_database(e.what());
+    } catch (const sqlite_detail::DamagedDatabase &d) {
+      move_aside(d.what());
+    }
+    return fn();
+  }
+}
+
+template <typename Fn>
+inline void SqliteBackend::write_txn(Fn &&fn) {
+  const auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(busy_timeout_ms_);
+  for (int attempt = 0;; ++attempt) {
+    sqlite_detail::StmtScope begin{stmt(kBegin)};
+    const int rc = sqlite3_step(begin.s);
+    if (rc == SQLITE_DONE) break;
+    // The busy handler already waited; some busy answers (snapshot conflicts) skip it.
+    if (sqlite_detail::is_busy(rc) && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1 + attempt % 8));
+      continue;
+    }
+    fail(rc, "cannot begin a write transaction");
+  }
+  try {
+    fn();
+    sqlite_detail::StmtScope commit{stmt(kCommit)};
+    const int rc = sqlite3_step(commit.s);
+    if (rc != SQLITE_DONE) fail(rc, "cannot commit");
+  } catch (...) {
+    if (sqlite3_get_autocommit(db_) == 0) {
+      sqlite_detail::StmtScope rollback{stmt(kRollback)};
+      sqlite3_step(rollback.s);
+    }
+    throw;
+  }
+}
+
+}  // namespace progcache

@@ -1,0 +1,284 @@
+#include "core/bundle.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <climits>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <optional>
+
+#include "format/entry.hpp"
+#include "util/error.hpp"
+#include "util/fsutil.hpp"
+#include "util/uri.hpp"
+
+namespace progcache {
+namespace {
+
+constexpr char kMagic[8] = {'P', 'C', 'B', 'U', 'N', 'D', 'L', 'E'};
+constexpr uint32_t kVersion = 1;
+constexpr int kCompressLevel = 3;
+// Beyond any record a backend accepts (payloads up to 4 GiB plus key and metadata): a length
+// over it means the framing is broken, not that a huge allocation is wanted.
+constexpr uint64_t kMaxRecord = (4ull << 30) + (1ull << 20);
+
+using File = std::unique_ptr<FILE, int (*)(FILE *)>;
+
+void put_u64(uint8_t *p, uint64_t v) {
+  for (int i = 0; i < 8; ++i) p[i] = uint8_t(v >> (8 * i));
+}
+uint64_t get_u64(const uint8_t *p) {
+  uint64_t v = 0;
+  for (int i = 0; i < 8; ++i) v |= uint64_t(p[i]) << (8 * i);
+  return v;
+}
+
+class Ticker {
+ public:
+  explicit Ticker(const std::function<void(const BundleProgress &)> &fn) : fn_(fn) {}
+  void maybe(const BundleProgress &p) {
+    const auto now = std::chrono::steady_clock::now();
+    if (fn_ && now - last_ >= std::chrono::seconds(1)) {
+      last_ = now;
+      fn_(p);
+    }
+  }
+
+ private:
+  const std::function<void(const BundleProgress &)> &fn_;
+  std::chrono::steady_clock::time_point last_ = std::chrono::steady_clock::now();
+};
+
+void write_all(FILE *f, const void *data, size_t n, const std::string &path) {
+  if (n && std::fwrite(data, 1, n, f) != n) throw_errno("cannot write " + path);
+}
+
+// false at a clean end of file before the first byte; throws on a partial read.
+bool read_exact(FILE *f, void *data, size_t n, const std::string &path) {
+  const size_t got = std::fread(data, 1, n, f);
+  if (got == n) return true;
+  if (std::ferror(f)) throw_errno("cannot read " + path);
+  if (got == 0) return false;
+  throw Error(Status::corrupt, path + ": bundle ends in the middle of a record (truncated)");
+}
+
+}  // namespace
+
+namespace {
+
+// True when writing path would replace a file of the cache being exported (its database, WAL,
+// shared memory, or anything inside a file-stream directory): the rename would destroy the
+// cache it reads.
+bool is_part_of(const std::string &uri_text, const std::string &path) {
+  const Uri uri = parse_uri(uri_text.empty() ? default_uri() : uri_text);
+  if (uri.scheme == "tiered") {
+    std::string rest = uri.path;
+    for (size_t bar; !rest.empty(); rest = bar == std::string::npos ? "" : rest.substr(bar + 1)) {
+      bar = rest.find('|');
+      if (is_part_of(rest.substr(0, bar), path)) return true;
+    }
+    return false;
+  }
+  struct stat target;
+  const bool exists = ::stat(path.c_str(), &target) == 0;
+  auto same_file = [&](const std::string &other) {
+    struct stat st;
+    return exists && ::stat(other.c_str(), &st) == 0 && st.st_dev == target.st_dev &&
+           st.st_ino == target.st_ino;
+  };
+  if (uri.scheme == "sqlite") {
+    for (const char *suffix : {"", "-wal", "-shm", "-journal"})
+      if (same_file(uri.path + suffix)) return true;
+    return false;
+  }
+  if (uri.scheme != "filestream") return false;
+  char dir[PATH_MAX], parent[PATH_MAX];
+  if (!::realpath(uri.path.c_str(), dir) || !::realpath(parent_dir(path).c_str(), parent))
+    return false;
+  const std::string d = std::string(dir) + "/", p = std::string(parent) + "/";
+  return p.compare(0, d.size(), d) == 0;
+}
+
+}  // namespace
+
+BundleProgress export_bundle(Cache &cache, const std::string &path,
+                             const std::function<void(const BundleProgress &)> &progress) {
+  const bool to_stdout = path == "-";
+  if (!to_stdout && is_part_of(cache.uri(), path))
+    throw Error(Status::invalid_arg,
+                "'" + path + "' is a file of the cache being exported; write the bundle elsewhere");
+  const std::string tmp = to_stdout ? "" : path + ".tmp." + std::to_string(::getpid());
+  // Created 0600, like the cache: a bundle holds every entry.
+  const int fd =
+      to_stdout ? -1 : ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  File f(to_stdout ? stdout : (fd >= 0 ? ::fdopen(fd, "wb") : nullptr),
+         to_stdout ? [](FILE *) { return 0; } : std::fclose);
+  if (!to_stdout && fd >= 0 && !f) ::close(fd);
+  if (!f) throw_errno("cannot create " + tmp);
+  BundleProgress p;
+  Ticker ticker(progress);
+  try {
+    uint8_t header[16] = {};
+    std::memcpy(header, kMagic, 8);
+    header[8] = uint8_t(kVersion);
+    write_all(f.get(), header, sizeof header, path);
+    p.file_bytes = sizeof header;
+    cache.list([&](const EntryInfo &e) {
+      auto hit = cache.get(e.key, false);  // verified; not counted as a use
+      if (!hit) return;                    // evicted or removed since it was listed
+      const Blob record = encode_entry(e.key, hit->meta, hit->payload, cache.mac(), kCompressLevel);
+      uint8_t len[8];
+      put_u64(len, record.size());
+      write_all(f.get(), len, 8, path);
+      write_all(f.get(), record.data(), record.size(), path);
+      ++p.entries;
+      p.bytes += hit->payload.size;
+      p.file_bytes += 8 + record.size();
+      ticker.maybe(p);
+    });
+    uint8_t end[16];
+    put_u64(end, 0);
+    put_u64(end + 8, p.entries);
+    write_all(f.get(), end, sizeof end, path);
+    p.file_bytes += sizeof end;
+    if (std::fflush(f.get()) != 0) throw_errno("cannot write " + path);
+    if (!to_stdout) {
+      if (::fsync(fileno(f.get())) != 0) throw_errno("cannot sync " + tmp);
+      FILE *raw = f.release();
+      if (std::fclose(raw) != 0) throw_errno("cannot write " + tmp);
+      if (std::rename(tmp.c_str(), path.c_str()) != 0) throw_errno("cannot rename to " + path);
+    }
+  } catch (...) {
+    if (!to_stdout) std::remove(tmp.c_str());
+    throw;
+  }
+  return p;
+}
+
+namespace {
+
+// Reads a record of len bytes. A damaged length must not make us allocate gigabytes up front:
+// beyond kChunk the record is read in chunks, so memory grows only with bytes that arrive.
+Blob read_record(FILE *f, uint64_t len, const std::string &path) {
+  constexpr uint64_t kChunk = 16ull << 20;
+  auto truncated = [&] {
+    return Error(Status::corrupt, path + ": bundle ends in the middle of a record (truncated)");
+  };
+  if (len <= kChunk) {
+    Blob record(len);
+    if (!read_exact(f, record.data(), len, path)) throw truncated();
+    return record;
+  }
+  std::string bytes;
+  while (bytes.size() < len) {
+    const size_t old = bytes.size(), n = size_t(std::min<uint64_t>(kChunk, len - old));
+    bytes.resize(old + n);
+    if (!read_exact(f, bytes.data() + old, n, path)) throw truncated();
+  }
+  return Blob::copy_of(bytes);
+}
+
+// The largest payload an import will inflate: the cache's cap, the backend's limit, and never
+// more than 2 GiB (a bundle is a file anyone may hand us).
+uint64_t import_limit(Cache &cache) {
+  uint64_t limit = std::min<uint64_t>(cache.backend().max_payload_size(), uint64_t(2) << 30);
+  if (cache.max_size_bytes()) limit = std::min(limit, cache.max_size_bytes());
+  return limit;
+}
+
+// Reads the records after the header up to the end marker, storing the good ones.
+void read_records(Cache &cache, FILE *f, const std::string &path, BundleProgress &p, Ticker &ticker,
+                  const std::function<void(const std::string &)> &reject) {
+  uint64_t index = 0;
+  while (true) {
+    uint8_t len_bytes[8];
+    if (!read_exact(f, len_bytes, 8, path))
+      throw Error(Status::corrupt, path + ": bundle ends without its end marker (truncated)");
+    const uint64_t len = get_u64(len_bytes);
+    if (len == 0) {
+      uint8_t count[8];
+      if (!read_exact(f, count, 8, path))
+        throw Error(Status::corrupt, path + ": bundle ends inside its end marker (truncated)");
+      if (get_u64(count) != index)
+        throw Error(Status::corrupt, path + ": end marker counts " +
+                                         std::to_string(get_u64(count)) + " entries, found " +
+                                         std::to_string(index));
+      p.file_bytes += 16;
+      return;
+    }
+    if (len < kEntryHeaderSize || len > kMaxRecord)
+      throw Error(Status::corrupt, path + ": record " + std::to_string(index) + " has length " +
+                                       std::to_string(len) + " (framing is damaged)");
+    Blob record = read_record(f, len, path);
+    p.file_bytes += 8 + len;
+    ++index;
+    std::string why;
+    auto parts = parse_entry(record.view(), &why);
+    if (parts) parts = decode_entry(record.view(), parts->key, true, &why, cache.mac());
+    // A record may declare a size it would inflate to (a zstd bomb): refuse what this cache
+    // could never store before allocating for it.
+    if (parts && parts->payload_size > import_limit(cache)) {
+      why = "it declares " + std::to_string(parts->payload_size) +
+            " bytes of payload, more than this cache can store (" +
+            std::to_string(import_limit(cache)) + ")";
+      parts.reset();
+    }
+    std::optional<Blob> plain;
+    if (parts && parts->compressed) {
+      plain = inflate_entry(*parts, &why);
+      parts = plain ? parse_entry(plain->view(), &why) : std::nullopt;
+    }
+    if (!parts) {
+      ++p.rejected;
+      if (reject) reject("record " + std::to_string(index - 1) + ": " + why);
+      continue;
+    }
+    cache.put(parts->key, parts->payload, parts->meta);
+    ++p.entries;
+    p.bytes += parts->payload.size;
+    ticker.maybe(p);
+  }
+}
+
+}  // namespace
+
+BundleProgress import_bundle(Cache &cache, const std::string &path,
+                             const std::function<void(const BundleProgress &)> &progress,
+                             const std::function<void(const std::string &)> &reject) {
+  const bool from_stdin = path == "-";
+  File f(from_stdin ? stdin : std::fopen(path.c_str(), "rb"),
+         from_stdin ? [](FILE *) { return 0; } : std::fclose);
+  if (!f) throw_errno("cannot open " + path);
+  return import_bundle_stream(cache, f.get(), path, progress, reject);
+}
+
+BundleProgress import_bundle_stream(Cache &cache, FILE *in, const std::string &name,
+                                    const std::function<void(const BundleProgress &)> &progress,
+                                    const std::function<void(const std::string &)> &reject) {
+  uint8_t header[16];
+  if (!read_exact(in, header, sizeof header, name) || std::memcmp(header, kMagic, 8) != 0)
+    throw Error(Status::corrupt, name + " is not a progcache bundle (bad magic)");
+  const uint32_t version = uint32_t(header[8]) | uint32_t(header[9]) << 8 |
+                           uint32_t(header[10]) << 16 | uint32_t(header[11]) << 24;
+  if (version != kVersion)
+    throw Error(Status::unsupported, name + " is bundle format " + std::to_string(version) +
+                                         "; this progcache reads format " +
+                                         std::to_string(kVersion));
+  BundleProgress p;
+  p.file_bytes = sizeof header;
+  Ticker ticker(progress);
+  try {
+    read_records(cache, in, name, p, ticker, reject);
+  } catch (const Error &e) {
+    throw Error(e.status(), std::string(e.what()) + "; the " + std::to_string(p.entries) +
+                                " good entries before it were stored");
+  }
+  return p;
+}
+
+}  // namespace progcache

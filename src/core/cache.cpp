@@ -1,0 +1,332 @@
+#include "core/cache.hpp"
+
+#include <cstring>
+#include <utility>
+
+#include "backends/filestream_backend.hpp"
+#include "backends/memory_backend.hpp"
+#include "backends/redis_backend.hpp"
+#include "backends/sqlite_backend.hpp"
+#include "core/tiered_backend.hpp"
+#include "format/entry.hpp"
+#include "util/error.hpp"
+#include "util/trust.hpp"
+#include "util/uri.hpp"
+
+namespace progcache {
+namespace {
+
+thread_local std::string t_warning;
+
+// A payload handed to C callers is preceded by {magic, block base}, so that pcache_free can
+// find the start of the malloc'd block whatever the payload's offset inside the record.
+constexpr uint64_t kOwnedMagic = 0x70636163686521ull;  // "pcache!"
+
+uint8_t *hand_over(Blob &&block, size_t payload_offset) {
+  uint8_t *payload = block.data() + payload_offset;
+  uint8_t *base = block.release_base();
+  std::memcpy(payload - 16, &kOwnedMagic, 8);
+  std::memcpy(payload - 8, &base, sizeof base);
+  return payload;
+}
+
+}  // namespace
+
+void set_thread_warning(std::string message) {
+  t_warning = std::move(message);
+}
+std::string take_thread_warning() {
+  return std::exchange(t_warning, std::string());
+}
+
+void release_payload(void *payload) noexcept {
+  if (!payload) return;
+  auto *p = static_cast<uint8_t *>(payload);
+  uint64_t magic;
+  std::memcpy(&magic, p - 16, 8);
+  if (magic != kOwnedMagic) std::abort();  // not from pcache_get: freeing it would corrupt the heap
+  uint8_t *base;
+  std::memcpy(&base, p - 8, sizeof base);
+  std::memset(p - 16, 0, 8);
+  std::free(base);
+}
+
+namespace {
+
+// compress=none|zstd and compress_level=N, taken from the URI before the backend sees the rest.
+int take_compress_level(Uri &uri, bool default_on) {
+  const std::string mode = uri.take("compress", default_on ? "zstd" : "none");
+  const std::string level_text = uri.take("compress_level", "3");
+  if (mode == "none") return 0;
+  if (mode != "zstd") throw Error(Status::invalid_arg, "compress='" + mode + "': use zstd or none");
+  const uint64_t level = parse_uint_param("compress_level", level_text);
+  if (level < 1 || level > uint64_t(max_compress_level()))
+    throw Error(Status::invalid_arg, "compress_level=" + level_text + ": use 1 to " +
+                                         std::to_string(max_compress_level()));
+  return int(level);
+}
+
+std::vector<std::string> split_tiers(const std::string &text) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (true) {
+    const size_t bar = text.find('|', start);
+    out.push_back(text.substr(start, bar - start));
+    if (bar == std::string::npos) break;
+    start = bar + 1;
+  }
+  return out;
+}
+
+}  // namespace
+
+std::unique_ptr<Cache> Cache::open(std::string_view uri_text, const CacheOptions &options) {
+  std::string text = uri_text.empty() ? default_uri() : std::string(uri_text);
+  Uri uri = parse_uri(text);
+  std::unique_ptr<Cache> cache(new Cache(text, options));
+  // ?max_size=SIZE caps this cache whatever the options say: in a tiered stack, each tier its
+  // own cap (a small memory tier in front of a large disk one).
+  if (uri.params.count("max_size"))  // present: "max_size=" (empty) is an error, not "none"
+    cache->options_.max_size_bytes = parse_size("max_size", uri.take("max_size"));
+  BackendConfig config;
+  config.max_size_bytes = cache->options_.max_size_bytes;
+  config.events = &cache->events_;
+  const char *shared = trusted_env("PCACHE_ALLOW_SHARED");
+  config.allow_shared = options.allow_shared || (shared && std::string(shared) == "1");
+  if (uri.scheme == "tiered") {
+    // Each tier is a whole cache with its own checks, signature and compression; this one
+    // only routes, so it neither signs nor compresses.
+    std::vector<std::unique_ptr<Cache>> tiers;
+    CacheOptions tier_options = options;
+    tier_options.lazy_connect = true;
+    for (const std::string &part : split_tiers(uri.path)) {
+      if (part.empty())
+        throw Error(Status::invalid_arg, "tiered: empty tier in '" + redact_uri(text) + "'");
+      if (part.compare(0, 7, "tiered:") == 0)
+        throw Error(Status::invalid_arg, "tiered: a tier cannot itself be tiered");
+      tiers.push_back(Cache::open(part, tier_options));
+    }
+    cache->backend_ = std::make_unique<TieredBackend>(std::move(tiers), config);
+    return cache;
+  }
+  if (uri.scheme != "memory" && process_is_privileged() && !options.allow_privileged)
+    throw Error(Status::permission,
+                "this is a setuid/setgid process: persistent caches are off, so that it never "
+                "loads binaries from a directory its caller controls (open with "
+                "PCACHE_OPEN_ALLOW_PRIVILEGED to override, or use memory:)");
+  if (auto secret = options.secret ? options.secret : secret_from_env())
+    cache->mac_ = std::make_unique<MacKey>(ByteView(*secret));
+  if (uri.scheme == "memory") {
+    uri.expect_no_params();
+    cache->backend_ = std::make_unique<MemoryBackend>(config);
+    return cache;
+  }
+  if (config.allow_shared && !cache->mac_)
+    set_thread_warning("shared cache '" + cache->display_uri() +
+                       "' has no secret: any user who can write it can plant binaries the GPU "
+                       "would run (set PCACHE_SECRET_FILE)");
+  // Bandwidth is what a remote store costs, so its entries are compressed unless told not to.
+  cache->compress_level_ = take_compress_level(uri, uri.scheme == "redis");
+  if (uri.scheme == "sqlite")
+    cache->backend_ = std::make_unique<SqliteBackend>(uri, config);
+  else if (uri.scheme == "redis")
+    cache->backend_ = std::make_unique<RedisBackend>(uri, config, options.lazy_connect);
+  else
+    cache->backend_ = std::make_unique<FileStreamBackend>(uri, config);
+  return cache;
+}
+
+std::string Cache::display_uri() const {
+  return redact_uri(uri_);
+}
+
+std::vector<Cache *> Cache::tiers() const {
+  if (const auto *tiered = dynamic_cast<const TieredBackend *>(backend_.get()))
+    return tiered->tiers();
+  return {};
+}
+
+std::vector<std::pair<std::string, CacheStats>> Cache::tier_stats() const {
+  std::vector<std::pair<std::string, CacheStats>> out;
+  if (const auto *tiered = dynamic_cast<const TieredBackend *>(backend_.get())) {
+    for (auto &t : tiered->tier_stats()) out.emplace_back(t.uri, t.stats);
+  } else {
+    out.emplace_back(display_uri(), stats());
+  }
+  return out;
+}
+
+void Cache::check_key(ByteView key) const {
+  if (key.size == 0) throw Error(Status::invalid_arg, "key is empty (keys are 1 to 65536 bytes)");
+  if (key.size > kMaxKeySize)
+    throw Error(Status::invalid_arg,
+                "key is " + std::to_string(key.size) + " bytes (keys are 1 to 65536 bytes)");
+}
+
+std::optional<Hit> Cache::get(ByteView key, bool count_stats) {
+  check_key(key);
+  SharedBlob record = backend_->get(key);
+  if (!record && !count_stats) return std::nullopt;
+  if (!record) {
+    misses_.fetch_add(1, std::memory_order_relaxed);
+    pending_misses_.fetch_add(1, std::memory_order_relaxed);
+    count_op();
+    return std::nullopt;
+  }
+  std::string why;
+  const bool from_storage = !backend_->in_process();
+  auto parts =
+      decode_entry(record->view(), key, from_storage, &why, from_storage ? mac_.get() : nullptr);
+  if (parts && parts->compressed) {
+    if (auto plain = inflate_entry(*parts, &why)) {
+      record = std::make_shared<const Blob>(std::move(*plain));
+      parts = parse_entry(record->view(), &why);
+    } else {
+      parts.reset();
+    }
+  }
+  if (!parts) {
+    // Damaged or foreign bytes: never returned. Remove them so the next put heals the entry.
+    try {
+      backend_->remove_damaged(key);
+    } catch (const Error &) {  // still a miss; the next put replaces it
+    }
+    corrupt_.fetch_add(1, std::memory_order_relaxed);
+    if (count_stats) {  // a peek (administration) finds damage but is no lookup
+      misses_.fetch_add(1, std::memory_order_relaxed);
+      pending_misses_.fetch_add(1, std::memory_order_relaxed);
+    }
+    set_thread_warning("removed a damaged cache entry: " + why);
+    return std::nullopt;
+  }
+  if (!count_stats) return Hit{std::move(record), parts->payload, parts->meta};
+  hits_.fetch_add(1, std::memory_order_relaxed);
+  pending_hits_.fetch_add(1, std::memory_order_relaxed);
+  count_op();
+  bytes_read_.fetch_add(parts->payload.size, std::memory_order_relaxed);
+  return Hit{std::move(record), parts->payload, parts->meta};
+}
+
+uint8_t *Cache::get_owned(ByteView key, size_t *size) {
+  auto hit = get(key);
+  if (!hit) return nullptr;
+  *size = hit->payload.size;
+  // A record read from storage is ours alone: hand its block over without copying. Records that
+  // ever sat in memory (a memory backend, or a memory tier behind a tiered cache) were shared
+  // with other threads, and use_count() == 1 does not order their last reads before our writes:
+  // those are copied.
+  if (!backend_->in_process() && hit->record.use_count() == 1) {
+    const size_t offset = static_cast<size_t>(hit->payload.data - hit->record->data());
+    auto &block = const_cast<Blob &>(*hit->record);  // sole owner; the object is not const
+    return hand_over(std::move(block), offset);
+  }
+  return hand_over(Blob::copy_of(hit->payload), 0);
+}
+
+void Cache::put(ByteView key, ByteView payload, ByteView meta) {
+  check_key(key);
+  if (options_.max_size_bytes && payload.size > options_.max_size_bytes)
+    throw Error(Status::too_large, "value of " + std::to_string(payload.size) +
+                                       " bytes exceeds max_size_bytes (" +
+                                       std::to_string(options_.max_size_bytes) + ")");
+  if (payload.size > backend_->max_payload_size())
+    throw Error(Status::too_large, "value of " + std::to_string(payload.size) +
+                                       " bytes exceeds this backend's limit of " +
+                                       std::to_string(backend_->max_payload_size()));
+  backend_->put(key, encode_entry(key, meta, payload, mac_.get(), compress_level_), payload.size);
+  puts_.fetch_add(1, std::memory_order_relaxed);
+  bytes_written_.fetch_add(payload.size, std::memory_order_relaxed);
+}
+
+bool Cache::remove(ByteView key) {
+  check_key(key);
+  const bool removed = backend_->remove(key);
+  if (removed) deletes_.fetch_add(1, std::memory_order_relaxed);
+  return removed;
+}
+
+Cache::~Cache() {
+  try {
+    flush_counters();
+  } catch (...) {  // shared statistics are advisory: never fail a close over them
+  }
+}
+
+void Cache::count_op() {
+  // Share the counters now and then, so that a crashed process loses few; a flush is a small
+  // write, amortised over 1024 operations.
+  if (ops_since_flush_.fetch_add(1, std::memory_order_relaxed) + 1 >= 1024) {
+    ops_since_flush_.store(0, std::memory_order_relaxed);
+    try {
+      flush_counters();
+    } catch (const Error &) {
+    }
+  }
+}
+
+void Cache::flush_counters() {
+  if (!backend_) return;  // the backend failed to open (its constructor threw)
+  PersistentCounters d;
+  d.hits = int64_t(pending_hits_.exchange(0));
+  d.misses = int64_t(pending_misses_.exchange(0));
+  d.compile_us_saved = int64_t(pending_saved_us_.exchange(0));
+  const uint64_t evictions = events_.evictions.load();
+  d.evictions = int64_t(evictions - flushed_evictions_.exchange(evictions));
+  if (!(d.hits || d.misses || d.compile_us_saved || d.evictions)) return;
+  try {
+    backend_->add_counters(d);
+  } catch (const Error &e) {
+    if (e.status() != Status::busy) throw;
+    // Busy: keep them for the next flush (a closing handle loses them; they are advisory).
+    pending_hits_.fetch_add(uint64_t(d.hits));
+    pending_misses_.fetch_add(uint64_t(d.misses));
+    pending_saved_us_.fetch_add(uint64_t(d.compile_us_saved));
+    flushed_evictions_.fetch_sub(uint64_t(d.evictions));
+  }
+}
+
+PersistentCounters Cache::persistent_counters() {
+  flush_counters();
+  return backend_->counters();
+}
+
+CacheStats Cache::stats() const {
+  CacheStats s;
+  auto ld = [](const std::atomic<uint64_t> &a) { return a.load(std::memory_order_relaxed); };
+  s.hits = ld(hits_);
+  s.misses = ld(misses_);
+  s.puts = ld(puts_);
+  s.deletes = ld(deletes_);
+  s.evictions = ld(events_.evictions);
+  s.bytes_read = ld(bytes_read_);
+  s.bytes_written = ld(bytes_written_);
+  s.corrupt = ld(corrupt_) + ld(events_.corrupt);
+  s.healed = ld(healed_);
+  s.uncacheable = ld(uncacheable_);
+  s.tier_errors = ld(events_.tier_errors);
+  s.tier_skips = ld(events_.tier_skips);
+  return s;
+}
+
+std::optional<std::string> Cache::load_memo(std::string_view name) {
+  try {
+    const std::optional<std::string> record = backend_->get_meta(name);
+    if (!record) return std::nullopt;
+    std::string why;
+    const auto parts = decode_entry(ByteView(*record), ByteView(name), true, &why, mac_.get());
+    if (!parts || parts->compressed) return std::nullopt;
+    return std::string(parts->payload.str());
+  } catch (const Error &) {
+    return std::nullopt;
+  }
+}
+
+void Cache::save_memo(std::string_view name, std::string_view value) {
+  try {
+    const Blob record = encode_entry(ByteView(name), {}, ByteView(value), mac_.get());
+    backend_->put_meta(name, record.view());
+  } catch (const Error &) {  // a memo only saves work: the next process redoes it
+  }
+}
+
+}  // namespace progcache

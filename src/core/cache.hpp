@@ -1,0 +1,111 @@
+// Cache: one open handle: the backend, the size cap, and the handle's statistics.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "backends/backend.hpp"
+#include "format/entry.hpp"
+#include "util/memo_store.hpp"
+
+namespace progcache {
+
+struct CacheOptions {
+  uint64_t max_size_bytes = 0;
+  bool allow_shared = false;          // trust directories other users own or can write
+  bool allow_privileged = false;      // persistent caches in setuid/setgid processes
+  std::optional<std::string> secret;  // sign and verify entries (else $PCACHE_SECRET_FILE)
+  bool lazy_connect = false;          // remote stores: open without reaching the server (tiers)
+};
+
+struct CacheStats {
+  uint64_t hits = 0, misses = 0, puts = 0, deletes = 0, evictions = 0, bytes_read = 0,
+           bytes_written = 0, corrupt = 0, healed = 0, tier_errors = 0, tier_skips = 0,
+           uncacheable = 0;
+};
+
+// A verified hit: the record and where its payload lies inside it.
+struct Hit {
+  SharedBlob record;
+  ByteView payload;
+  ByteView meta;
+};
+
+class Cache final : public MemoStore {
+ public:
+  // Opens the backend named by uri ("" = default_uri()).
+  static std::unique_ptr<Cache> open(std::string_view uri, const CacheOptions &options);
+
+  // Verified lookup; nullopt on a miss. Damaged records are removed and counted.
+  // count_stats=false for the library's own bookkeeping lookups (the NVRTC-version memo).
+  std::optional<Hit> get(ByteView key, bool count_stats = true);
+  // Like get, but hands back a malloc'd payload for the C caller (see release_payload).
+  uint8_t *get_owned(ByteView key, size_t *size);
+  void put(ByteView key, ByteView payload) { put(key, payload, {}); }
+  void put(ByteView key, ByteView payload, ByteView meta);
+  bool remove(ByteView key);
+  uint64_t count() { return backend_->count(); }
+  uint64_t size() { return backend_->size(); }
+  void clear() { backend_->clear(); }
+  CacheStats stats() const;
+  // Per tier for a tiered cache (URI order); one element (this cache) otherwise.
+  std::vector<std::pair<std::string, CacheStats>> tier_stats() const;
+  // The tiers of a tiered cache, fastest first; empty for any other cache.
+  std::vector<Cache *> tiers() const;
+  // A compile served from the cache saved this much NVRTC time.
+  void note_compile_hit(uint64_t compile_us) {
+    pending_saved_us_.fetch_add(compile_us, std::memory_order_relaxed);
+  }
+  // The counters shared by every process using this storage (flushes this handle's first).
+  PersistentCounters persistent_counters();
+  // Writes this handle's not-yet-shared counter deltas to the storage.
+  void flush_counters();
+  // Calls fn for every entry (see Backend::list).
+  void list(const std::function<void(const EntryInfo &)> &fn) { backend_->list(fn); }
+  ~Cache() override;
+  // Memos in the backend's metadata side channel, in the entry format (checksummed, and signed
+  // with the cache's secret when it has one, so a writer without the secret cannot plant one).
+  std::optional<std::string> load_memo(std::string_view name) override;
+  void save_memo(std::string_view name, std::string_view value) override;
+  // A cached image the driver rejected was replaced by a fresh compile.
+  void note_healed() { healed_.fetch_add(1, std::memory_order_relaxed); }
+  // A successful compile was not stored (docs/keys.md: uncacheable programs).
+  void note_uncacheable() { uncacheable_.fetch_add(1, std::memory_order_relaxed); }
+  const std::string &uri() const { return uri_; }
+  // The URI with any password replaced by "***", for messages and listings.
+  std::string display_uri() const;
+  // The key entries are signed and checked with, or null without a secret.
+  const MacKey *mac() const { return mac_.get(); }
+  // The zstd level entries are stored with (0 = uncompressed).
+  int compress_level() const { return compress_level_; }
+  uint64_t max_size_bytes() const { return options_.max_size_bytes; }
+  Backend &backend() { return *backend_; }
+
+ private:
+  Cache(std::string uri, const CacheOptions &options) : uri_(std::move(uri)), options_(options) {}
+  void check_key(ByteView key) const;
+
+  std::string uri_;
+  CacheOptions options_;
+  BackendEvents events_;
+  std::unique_ptr<Backend> backend_;
+  std::unique_ptr<MacKey> mac_;
+  int compress_level_ = 0;
+  void count_op();
+  std::atomic<uint64_t> pending_hits_{0}, pending_misses_{0}, pending_saved_us_{0},
+      flushed_evictions_{0}, ops_since_flush_{0};
+  std::atomic<uint64_t> hits_{0}, misses_{0}, puts_{0}, deletes_{0}, bytes_read_{0},
+      bytes_written_{0}, corrupt_{0}, healed_{0}, uncacheable_{0};
+};
+
+// Frees a payload returned by Cache::get_owned (NULL ok).
+void release_payload(void *payload) noexcept;
+
+inline constexpr size_t kMaxKeySize = 65536;
+
+}  // namespace progcache

@@ -1,0 +1,49 @@
+// Compile through the cache: key -> lookup -> (single flight) NVRTC -> store.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "core/cache.hpp"
+#include "core/compiled_meta.hpp"
+#include "core/key.hpp"
+#include "util/error.hpp"
+
+namespace progcache {
+
+struct CompileResult {
+  Status status = Status::ok;  // ok, or compile (log holds NVRTC's reasons)
+  Key key{};
+  bool from_cache = false;
+  std::string not_stored;  // why a successful compile was not stored ("" if it was, or a hit)
+  SharedBlob storage;      // owns the bytes `code` points into
+  ByteView code;
+  CompiledMeta meta;
+  uint64_t elapsed_us = 0;  // this call, end to end
+};
+
+struct CompileOptions {
+  uint32_t wait_timeout_ms = 300000;  // how long to wait for another compile of the same key
+  bool bypass = false;                // compile always, store nothing (PCACHE_DISABLE=1)
+};
+
+// A program's key as a compile would derive it now: the headers it reads from disk scanned, the
+// NVRTC build identified (from the files, or the images this process has loaded).
+struct PreparedCompile {
+  Key key{};
+  CompileContext context;
+  std::string uncacheable;  // non-empty: compile, but never look up or store (the reason)
+};
+// Throws Error: invalid_arg (refused options), cuda_unavailable (no NVRTC to identify).
+PreparedCompile prepare_compile(Cache *cache, const ProgramDesc &program);
+
+// cache may be null (compile without caching). Throws Error for anything but a compile error.
+std::shared_ptr<CompileResult> compile_through_cache(Cache *cache, ProgramDesc program,
+                                                     const CompileOptions &options);
+
+// Removes key from cache and compiles again, bypassing lookup (self-healing after the driver
+// rejected a cached image).
+std::shared_ptr<CompileResult> recompile(Cache *cache, ProgramDesc program,
+                                         const CompileOptions &options);
+
+}  // namespace progcache

@@ -1,0 +1,29 @@
+// The metadata section of a compiled entry: what a hit needs to answer exactly like a fresh
+// compile (lowered names, log, target, NVRTC version) and what `progcache explain` compares.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "util/blob.hpp"
+
+namespace progcache {
+
+struct CompiledMeta {
+  int32_t target = 0;
+  uint32_t nvrtc_version = 0;
+  uint64_t compile_us = 0;  // how long the original compile took
+  std::string program_name;
+  std::string log;
+  std::vector<std::pair<std::string, std::string>> lowered_names;  // expression -> symbol
+  std::vector<std::pair<std::string, std::string>> key_fields;     // see key_fields()
+};
+
+std::string encode_meta(const CompiledMeta &meta);
+// nullopt for an empty or malformed section (unknown tags are skipped, for forward compatibility).
+std::optional<CompiledMeta> decode_meta(ByteView bytes);
+
+}  // namespace progcache

@@ -1,0 +1,296 @@
+#include "core/tiered_backend.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <optional>
+#include <unordered_set>
+
+#include "format/entry.hpp"
+#include "util/error.hpp"
+
+namespace progcache {
+namespace {
+
+constexpr uint64_t kMaxBackoffMs = 60'000;
+
+int64_t now_ms() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+TieredBackend::TieredBackend(std::vector<std::unique_ptr<Cache>> tiers, const BackendConfig &config)
+    : events_(config.events) {
+  for (auto &cache : tiers) {
+    auto tier = std::make_unique<Tier>();
+    tier->backoff_base_ms = cache->backend().retry_backoff_ms();
+    tier->cache = std::move(cache);
+    tiers_.push_back(std::move(tier));
+  }
+}
+
+bool TieredBackend::available(Tier &tier) {
+  if (tier.backoff_base_ms == 0 || now_ms() >= tier.retry_at_ms.load(std::memory_order_relaxed))
+    return true;
+  tier.skips.fetch_add(1, std::memory_order_relaxed);
+  if (events_) events_->tier_skips.fetch_add(1, std::memory_order_relaxed);
+  return false;
+}
+
+void TieredBackend::failed(Tier &tier, const Error &e) {
+  tier.errors.fetch_add(1, std::memory_order_relaxed);
+  if (events_) events_->tier_errors.fetch_add(1, std::memory_order_relaxed);
+  std::string note = "tier " + tier.cache->display_uri() + " skipped: " + e.what();
+  if (tier.backoff_base_ms && e.status() == Status::remote) {
+    const uint64_t n = tier.consecutive_failures.fetch_add(1, std::memory_order_relaxed);
+    const uint64_t delay =
+        std::min(kMaxBackoffMs, tier.backoff_base_ms << std::min<uint64_t>(n, 16));
+    tier.retry_at_ms.store(now_ms() + int64_t(delay), std::memory_order_relaxed);
+    note += " (retried in " + std::to_string(delay) + " ms)";
+  }
+  set_thread_warning(std::move(note));
+}
+
+void TieredBackend::succeeded(Tier &tier) {
+  if (tier.consecutive_failures.load(std::memory_order_relaxed))
+    tier.consecutive_failures.store(0, std::memory_order_relaxed);
+}
+
+SharedBlob TieredBackend::get(ByteView key) {
+  std::optional<Error> first_error;
+  size_t answered = 0;
+  for (size_t i = 0; i < tiers_.size(); ++i) {
+    Tier &tier = *tiers_[i];
+    if (!available(tier)) continue;
+    std::optional<Hit> hit;
+    try {
+      hit = tier.cache->get(key);
+    } catch (const Error &e) {
+      if (!first_error) first_error = e;
+      failed(tier, e);
+      continue;
+    }
+    succeeded(tier);
+    ++answered;
+    if (!hit) continue;
+    // Read through: the tiers above this one missed; give them the entry for next time.
+    for (size_t j = 0; j < i; ++j) {
+      Tier &upper = *tiers_[j];
+      if (!available(upper)) continue;
+      try {
+        upper.cache->put(key, hit->payload, hit->meta);
+        succeeded(upper);
+      } catch (const Error &e) {
+        failed(upper, e);
+      }
+    }
+    return std::move(hit->record);
+  }
+  if (answered == 0 && first_error) throw *first_error;
+  return nullptr;
+}
+
+void TieredBackend::put(ByteView key, Blob &&record, uint64_t) {
+  std::string why;
+  const auto parts = parse_entry(record.view(), &why);
+  if (!parts) throw Error(Status::internal, "tiered put: " + why);
+  std::optional<Error> first_error;
+  size_t stored = 0;
+  for (auto &tier : tiers_) {
+    if (!available(*tier)) continue;
+    try {
+      tier->cache->put(key, parts->payload, parts->meta);
+      succeeded(*tier);
+      ++stored;
+    } catch (const Error &e) {
+      if (!first_error) first_error = e;
+      failed(*tier, e);
+    }
+  }
+  if (stored == 0) {
+    if (first_error) throw *first_error;
+    throw Error(Status::remote, "tiered put: every tier is in back-off after failures");
+  }
+}
+
+bool TieredBackend::remove(ByteView key) {
+  std::optional<Error> first_error;
+  bool removed = false;
+  for (auto &tier : tiers_) {
+    // A tier in back-off is not contacted (each call would wait out its timeout), but the
+    // delete is reported as failed: the entry may still be there.
+    if (!available(*tier)) {
+      if (!first_error)
+        first_error = Error(Status::remote, "tier " + tier->cache->display_uri() +
+                                                " is in back-off after a failure; the entry was "
+                                                "not removed there");
+      continue;
+    }
+    try {
+      removed = tier->cache->remove(key) || removed;
+      succeeded(*tier);
+    } catch (const Error &e) {
+      if (!first_error) first_error = e;
+      failed(*tier, e);
+    }
+  }
+  if (first_error) throw *first_error;
+  return removed;
+}
+
+void TieredBackend::clear() {
+  std::optional<Error> first_error;
+  for (auto &tier : tiers_) {
+    try {
+      tier->cache->clear();
+      succeeded(*tier);
+    } catch (const Error &e) {
+      if (!first_error) first_error = e;
+      failed(*tier, e);
+    }
+  }
+  if (first_error) throw *first_error;
+}
+
+uint64_t TieredBackend::from_deepest(const char *what, uint64_t (Cache::*fn)()) {
+  std::optional<Error> first_error;
+  for (auto it = tiers_.rbegin(); it != tiers_.rend(); ++it) {
+    if (!available(**it)) continue;
+    try {
+      return ((*it)->cache.get()->*fn)();
+    } catch (const Error &e) {
+      if (!first_error) first_error = e;
+      failed(**it, e);
+    }
+  }
+  if (first_error) throw *first_error;
+  throw Error(Status::remote,
+              std::string("tiered ") + what + ": every tier is in back-off after failures");
+}
+
+uint64_t TieredBackend::count() {
+  return from_deepest("count", &Cache::count);
+}
+
+uint64_t TieredBackend::size() {
+  return from_deepest("size", &Cache::size);
+}
+
+void TieredBackend::list(const std::function<void(const EntryInfo &)> &fn) {
+  std::unordered_set<std::string> seen;
+  for (auto &tier : tiers_) {
+    if (!available(*tier)) continue;
+    try {
+      tier->cache->list([&](const EntryInfo &e) {
+        if (seen.insert(e.key).second) fn(e);
+      });
+    } catch (const Error &e) {
+      failed(*tier, e);
+    }
+  }
+}
+
+void TieredBackend::add_counters(const PersistentCounters &delta) {
+  Backend::add_counters(delta);
+  if (delta.compile_us_saved == 0) return;
+  PersistentCounters saved;
+  saved.compile_us_saved = delta.compile_us_saved;
+  for (auto &tier : tiers_) {
+    if (!available(*tier)) continue;
+    try {
+      tier->cache->backend().add_counters(saved);
+    } catch (const Error &e) {
+      failed(*tier, e);
+    }
+  }
+}
+
+std::optional<std::string> TieredBackend::try_lease(ByteView key) {
+  for (size_t i = 0; i < tiers_.size(); ++i) {
+    Tier &tier = *tiers_[i];
+    if (!available(tier)) continue;
+    try {
+      if (auto token = tier.cache->backend().try_lease(key)) {
+        succeeded(tier);
+        // The tier's index travels in the token, so the release goes back to it.
+        return token->empty() ? *token : std::to_string(i) + ":" + *token;
+      }
+    } catch (const Error &e) {
+      failed(tier, e);
+    }
+  }
+  return std::nullopt;
+}
+
+void TieredBackend::release_lease(ByteView key, const std::string &token) {
+  const size_t colon = token.find(':');
+  const size_t i = std::strtoul(token.substr(0, colon).c_str(), nullptr, 10);
+  if (colon == std::string::npos || i >= tiers_.size()) return;
+  try {
+    tiers_[i]->cache->backend().release_lease(key, token.substr(colon + 1));
+  } catch (const Error &e) {
+    failed(*tiers_[i], e);  // the lease expires by itself
+  }
+}
+
+std::optional<std::string> TieredBackend::get_meta(std::string_view name) {
+  for (auto &tier : tiers_) {
+    if (!available(*tier)) continue;
+    try {
+      auto record = tier->cache->backend().get_meta(name);
+      succeeded(*tier);
+      if (record) return record;
+    } catch (const Error &e) {
+      failed(*tier, e);
+    }
+  }
+  return std::nullopt;
+}
+
+void TieredBackend::put_meta(std::string_view name, ByteView record) {
+  for (auto &tier : tiers_) {
+    if (!available(*tier)) continue;
+    try {
+      tier->cache->backend().put_meta(name, record);
+      succeeded(*tier);
+    } catch (const Error &e) {
+      failed(*tier, e);
+    }
+  }
+}
+
+uint64_t TieredBackend::max_payload_size() const {
+  uint64_t most = 0;
+  for (const auto &tier : tiers_) most = std::max(most, tier->cache->backend().max_payload_size());
+  return most;
+}
+
+std::string TieredBackend::lock_dir() const {
+  for (const auto &tier : tiers_)
+    if (std::string dir = tier->cache->backend().lock_dir(); !dir.empty()) return dir;
+  return {};
+}
+
+std::vector<Cache *> TieredBackend::tiers() const {
+  std::vector<Cache *> out;
+  for (const auto &tier : tiers_) out.push_back(tier->cache.get());
+  return out;
+}
+
+std::vector<TieredBackend::TierStats> TieredBackend::tier_stats() const {
+  std::vector<TierStats> out;
+  for (const auto &tier : tiers_) {
+    TierStats t;
+    t.uri = tier->cache->display_uri();
+    t.stats = tier->cache->stats();
+    t.stats.tier_errors = tier->errors.load(std::memory_order_relaxed);
+    t.stats.tier_skips = tier->skips.load(std::memory_order_relaxed);
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+}  // namespace progcache

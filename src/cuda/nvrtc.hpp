@@ -1,0 +1,64 @@
+// NVRTC, opened with dlopen at run time (never linked), found without loading it so that a
+// cache hit can be keyed by the library's file identity alone.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "cuda/program.hpp"
+
+namespace progcache {
+
+// Which libnvrtc would be used, found by looking at files only (no dlopen).
+struct NvrtcLocation {
+  std::string path;      // resolved (realpath) file
+  std::string identity;  // "path|size|mtime_ns|dev:ino": changes when the file changes
+  std::vector<std::string> tried;
+};
+
+// $PCACHE_NVRTC_LIBRARY if set, else the libnvrtc.so.<major> with the highest major found in
+// $CUDA_HOME/lib64, $CUDA_PATH/lib64, $LD_LIBRARY_PATH, /usr/local/cuda/lib64 and the system
+// library directories. Throws Error(cuda_unavailable) listing the paths tried.
+NvrtcLocation locate_nvrtc();
+
+struct NvrtcOutput {
+  bool ok = false;
+  std::string code;  // cubin, PTX (with its NUL) or LTO-IR
+  std::string log;
+  std::vector<std::pair<std::string, std::string>> lowered_names;  // name expression -> symbol
+  uint64_t compile_us = 0;
+};
+
+class Nvrtc {
+ public:
+  ~Nvrtc();
+  // Loads (once per path per process, thread-safely) and resolves every function needed.
+  // Throws Error(cuda_unavailable) naming the path and dlerror() if it cannot.
+  static Nvrtc &load(const NvrtcLocation &where);
+  // The NVRTC this process loaded from path, or null if it has not loaded it.
+  static const Nvrtc *find_loaded(const std::string &path);
+  // major * 1000 + minor * 10, as CUDA_VERSION (13.0 -> 13000).
+  uint32_t version() const { return version_; }
+  const std::string &path() const { return path_; }
+  // Compiles with the program's own options (LTO-IR targets get -dlto if absent). A program
+  // NVRTC refuses, in nvrtcCompileProgram or any other call (an invalid option, a name
+  // expression it cannot lower), is ok = false with NVRTC's log and the refusing call in log.
+  // Throws Error(no_memory) when NVRTC runs out of memory.
+  [[nodiscard]] NvrtcOutput compile(const ProgramDesc &program) const;
+
+ private:
+  Nvrtc();
+  struct ApiFailure {
+    std::string what;
+  };
+  void compile_into(const ProgramDesc &program, NvrtcOutput &out) const;
+  struct Api;
+  std::unique_ptr<const Api> api_;  // the library itself stays loaded: NVRTC keeps global state
+  uint32_t version_ = 0;
+  std::string path_;
+};
+
+}  // namespace progcache

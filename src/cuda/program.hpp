@@ -1,0 +1,30 @@
+// A CUDA program as NVRTC takes it: everything the caller gives pcache_compile, borrowed (the
+// views point into the caller's memory for the duration of a call).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "util/blob.hpp"
+
+namespace progcache {
+
+enum class CodeType : int32_t { cxx = 0, ptx = 1, nvvm = 2 };
+enum class Target : int32_t { cubin = 0, ptx = 1, ltoir = 2 };
+
+struct ProgramDesc {
+  std::string_view name = "default_program";
+  CodeType code_type = CodeType::cxx;
+  Target target = Target::cubin;
+  uint32_t nvrtc_version = 0;
+  ByteView source;
+  std::vector<std::string_view> options;
+  std::vector<std::pair<std::string_view, std::string_view>> headers;
+  std::vector<std::string_view> name_expressions;
+  std::optional<ByteView> extra_digest;
+};
+
+}  // namespace progcache

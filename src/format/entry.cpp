@@ -1,0 +1,285 @@
+#include "format/entry.hpp"
+
+#include <openssl/core_names.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/params.h>
+#include <xxhash.h>
+#include <zstd.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "util/error.hpp"
+
+namespace progcache {
+namespace {
+
+constexpr char kMagic[4] = {'P', 'C', 'E', 'N'};
+constexpr uint16_t kFlagMac = 1;
+constexpr uint16_t kFlagZstd = 2;
+constexpr size_t kMinCompressSize = 64;
+
+void store_le(uint8_t *p, uint64_t v, int n) {
+  for (int i = 0; i < n; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
+}
+uint64_t load_le(const uint8_t *p, int n) {
+  uint64_t v = 0;
+  for (int i = 0; i < n; ++i) v |= static_cast<uint64_t>(p[i]) << (8 * i);
+  return v;
+}
+
+void checksum(const uint8_t *record, size_t body_size, uint8_t out[16]) {
+  const uint64_t seed = XXH3_64bits(record, 32);
+  const XXH128_hash_t h = XXH3_128bits_withSeed(record + kEntryHeaderSize, body_size, seed);
+  XXH128_canonical_t c;
+  XXH128_canonicalFromHash(&c, h);
+  std::memcpy(out, c.digest, 16);
+}
+
+}  // namespace
+
+MacKey::MacKey(ByteView secret) {
+  unsigned int n = 0;
+  EVP_MD *md = EVP_MD_fetch(nullptr, "BLAKE2B-512", nullptr);
+  if (!md) md = EVP_MD_fetch(nullptr, "SHA512", nullptr);  // FIPS providers: no BLAKE2b
+  const bool ok = md && EVP_Digest(secret.data, secret.size, key_, &n, md, nullptr) == 1;
+  EVP_MD_free(md);
+  if (!ok || n != sizeof key_) throw Error(Status::internal, "cannot derive the MAC key");
+}
+
+void MacKey::sign(const uint8_t *record, size_t body_size, uint8_t out[16]) const {
+  // BLAKE2BMAC with a 16-byte output; HMAC-SHA256 truncated to 16 under FIPS providers.
+  static EVP_MAC *const blake = EVP_MAC_fetch(nullptr, "BLAKE2BMAC", nullptr);
+  static EVP_MAC *const hmac = blake ? nullptr : EVP_MAC_fetch(nullptr, "HMAC", nullptr);
+  EVP_MAC_CTX *ctx = EVP_MAC_CTX_new(blake ? blake : hmac);
+  if (!ctx) throw Error(Status::internal, "OpenSSL has neither BLAKE2BMAC nor HMAC");
+  size_t out_size = 16;
+  char digest[] = "SHA256";
+  OSSL_PARAM params[2];
+  if (blake)
+    params[0] = OSSL_PARAM_construct_size_t("size", &out_size);
+  else
+    params[0] = OSSL_PARAM_construct_utf8_string("digest", digest, 0);
+  params[1] = OSSL_PARAM_construct_end();
+  uint8_t full[64];
+  size_t n = 0;
+  const bool ok = EVP_MAC_init(ctx, key_, sizeof key_, params) == 1 &&
+                  EVP_MAC_update(ctx, record, 32) == 1 &&
+                  EVP_MAC_update(ctx, record + kEntryHeaderSize, body_size) == 1 &&
+                  EVP_MAC_final(ctx, full, &n, sizeof full) == 1 && n >= 16;
+  EVP_MAC_CTX_free(ctx);
+  if (!ok) throw Error(Status::internal, "OpenSSL MAC computation failed");
+  std::memcpy(out, full, 16);
+}
+
+namespace {
+
+// Zero padding after the metadata puts the payload on a 16-byte boundary of the record (and so
+// of every buffer holding it): drivers parse cubins as ELF structures in place.
+size_t padding_for(ByteView key, ByteView meta) {
+  return (16 - (kEntryHeaderSize + key.size + meta.size) % 16) % 16;
+}
+
+// Writes the header (without checksum and MAC) and key|meta|padding; returns where the stored
+// payload goes.
+uint8_t *write_prefix(uint8_t *p, ByteView key, ByteView meta, size_t pad, uint64_t payload_size,
+                      uint16_t flags) {
+  std::memset(p, 0, kEntryHeaderSize);
+  std::memcpy(p, kMagic, 4);
+  store_le(p + 4, kEntryFormatVersion, 2);
+  store_le(p + 6, flags, 2);
+  store_le(p + 8, key.size, 4);
+  store_le(p + 12, meta.size, 4);
+  store_le(p + 16, payload_size, 8);
+  store_le(p + 24, pad, 4);
+  uint8_t *q = p + kEntryHeaderSize;
+  if (key.size) std::memcpy(q, key.data, key.size);
+  if (meta.size) std::memcpy(q + key.size, meta.data, meta.size);
+  std::memset(q + key.size + meta.size, 0, pad);
+  return q + key.size + meta.size + pad;
+}
+
+void seal(Blob &b, const MacKey *mac) {
+  const size_t body = b.size() - kEntryHeaderSize;
+  checksum(b.data(), body, b.data() + 32);
+  if (mac) mac->sign(b.data(), body, b.data() + 48);
+}
+
+// One compression and one decompression context per thread: creating them costs more than
+// compressing a small cubin.
+struct ZstdContexts {
+  ZSTD_CCtx *c = ZSTD_createCCtx();
+  ZSTD_DCtx *d = ZSTD_createDCtx();
+  ~ZstdContexts() {
+    ZSTD_freeCCtx(c);
+    ZSTD_freeDCtx(d);
+  }
+};
+ZstdContexts &zstd() {
+  thread_local ZstdContexts contexts;
+  if (!contexts.c || !contexts.d) throw std::bad_alloc();
+  return contexts;
+}
+
+}  // namespace
+
+int max_compress_level() {
+  return ZSTD_maxCLevel();
+}
+
+Blob encode_entry(ByteView key, ByteView meta, ByteView payload, const MacKey *mac,
+                  int compress_level) {
+  const size_t pad = padding_for(key, meta);
+  const size_t prefix = kEntryHeaderSize + key.size + meta.size + pad;
+  // A record must fit in memory with its header: a size near SIZE_MAX would wrap the sum.
+  if (payload.size > SIZE_MAX / 2 - prefix || key.size > UINT32_MAX || meta.size > UINT32_MAX)
+    throw Error(Status::too_large,
+                "value of " + std::to_string(payload.size) + " bytes is too large to store");
+  const uint16_t mac_flag = mac ? kFlagMac : 0;
+  if (compress_level > 0 && payload.size >= kMinCompressSize) {
+    const size_t bound = ZSTD_compressBound(payload.size);
+    Blob b(prefix + bound);
+    uint8_t *out = write_prefix(b.data(), key, meta, pad, payload.size, mac_flag | kFlagZstd);
+    const size_t n = ZSTD_compressCCtx(zstd().c, out, bound, payload.data, payload.size,
+                                       std::min(compress_level, ZSTD_maxCLevel()));
+    if (!ZSTD_isError(n) && n < payload.size) {
+      b.shrink(prefix + n);
+      seal(b, mac);
+      return b;
+    }
+  }
+  Blob b(prefix + payload.size);
+  uint8_t *out = write_prefix(b.data(), key, meta, pad, payload.size, mac_flag);
+  if (payload.size) std::memcpy(out, payload.data, payload.size);
+  seal(b, mac);
+  return b;
+}
+
+std::optional<Blob> inflate_entry(const EntryParts &parts, std::string *why) {
+  auto fail = [&](const std::string &reason) -> std::optional<Blob> {
+    if (why) *why = reason;
+    return std::nullopt;
+  };
+  if (!parts.compressed) return fail("entry is not compressed");
+  const ByteView frame = parts.payload;
+  const unsigned long long declared = ZSTD_getFrameContentSize(frame.data, frame.size);
+  if (declared != parts.payload_size)
+    return fail("compressed payload does not declare the entry's payload size");
+  if (ZSTD_findFrameCompressedSize(frame.data, frame.size) != frame.size)
+    return fail("compressed payload is not exactly one zstd frame");
+  const size_t pad = padding_for(parts.key, parts.meta);
+  Blob b(kEntryHeaderSize + parts.key.size + parts.meta.size + pad + parts.payload_size);
+  uint8_t *out = write_prefix(b.data(), parts.key, parts.meta, pad, parts.payload_size, 0);
+  const size_t n = ZSTD_decompressDCtx(zstd().d, out, parts.payload_size, frame.data, frame.size);
+  if (ZSTD_isError(n)) return fail(std::string("zstd: ") + ZSTD_getErrorName(n));
+  if (n != parts.payload_size) return fail("compressed payload decompressed to the wrong size");
+  seal(b, nullptr);
+  return b;
+}
+
+std::optional<uint64_t> entry_payload_size(ByteView header) {
+  if (header.size < kEntryHeaderSize || std::memcmp(header.data, kMagic, 4) != 0) return {};
+  return load_le(header.data + 16, 8);
+}
+
+std::optional<uint64_t> entry_payload_size_checked(ByteView head, uint64_t record_size) {
+  if (head.size < kEntryHeaderSize || std::memcmp(head.data, kMagic, 4) != 0 ||
+      load_le(head.data + 4, 2) != kEntryFormatVersion)
+    return std::nullopt;
+  const uint64_t flags = load_le(head.data + 6, 2);
+  const uint64_t key_size = load_le(head.data + 8, 4), meta_size = load_le(head.data + 12, 4);
+  const uint64_t payload_size = load_le(head.data + 16, 8), pad = load_le(head.data + 24, 4);
+  if ((flags & ~uint64_t(kFlagMac | kFlagZstd)) || pad >= 16 ||
+      (kEntryHeaderSize + key_size + meta_size + pad) % 16 != 0)
+    return std::nullopt;
+  const uint64_t prefix = kEntryHeaderSize + key_size + meta_size + pad;
+  if (prefix > record_size) return std::nullopt;
+  if (!(flags & kFlagZstd)) {  // the layout fixes the size exactly
+    if (record_size - prefix != payload_size) return std::nullopt;
+    return payload_size;
+  }
+  // Compressed: the zstd frame's header, which head holds when it reaches that far, must declare
+  // the same content size.
+  if (head.size <= prefix) return std::nullopt;
+  const unsigned long long declared =
+      ZSTD_getFrameContentSize(head.data + prefix, head.size - prefix);
+  if (declared != payload_size) return std::nullopt;
+  return payload_size;
+}
+
+std::optional<ByteView> entry_key_in(ByteView head) {
+  if (head.size < kEntryHeaderSize || std::memcmp(head.data, kMagic, 4) != 0) return std::nullopt;
+  const uint64_t key_size = load_le(head.data + 8, 4);
+  if (key_size > head.size - kEntryHeaderSize) return std::nullopt;
+  return ByteView(head.data + kEntryHeaderSize, size_t(key_size));
+}
+
+std::optional<EntryParts> parse_entry(ByteView record, std::string *why) {
+  auto fail = [&](const char *reason) -> std::optional<EntryParts> {
+    if (why) *why = reason;
+    return std::nullopt;
+  };
+  if (record.size < kEntryHeaderSize) return fail("entry shorter than its header");
+  const uint8_t *p = record.data;
+  if (std::memcmp(p, kMagic, 4) != 0) return fail("bad entry magic");
+  if (load_le(p + 4, 2) != kEntryFormatVersion) return fail("unknown entry format version");
+  const uint64_t flags = load_le(p + 6, 2);
+  if (flags & ~uint64_t(kFlagMac | kFlagZstd)) return fail("unknown entry flags");
+  if (!(flags & kFlagMac))
+    for (size_t i = 48; i < kEntryHeaderSize; ++i)
+      if (p[i] != 0) return fail("reserved entry header bytes are not zero");
+  const uint64_t key_size = load_le(p + 8, 4);
+  const uint64_t meta_size = load_le(p + 12, 4);
+  const uint64_t payload_size = load_le(p + 16, 8);
+  const uint64_t pad = load_le(p + 24, 4);
+  if (pad >= 16 || load_le(p + 28, 4) != 0) return fail("bad entry padding field");
+  const uint64_t body = record.size - kEntryHeaderSize;
+  const bool compressed = flags & kFlagZstd;
+  if (key_size > body || meta_size > body - key_size || pad > body - key_size - meta_size)
+    return fail("entry sizes do not match its length (truncated or padded)");
+  const uint64_t stored = body - key_size - meta_size - pad;
+  if (compressed ? stored == 0 : payload_size != stored)
+    return fail("entry sizes do not match its length (truncated or padded)");
+  EntryParts parts;
+  parts.key = {p + kEntryHeaderSize, key_size};
+  parts.meta = {p + kEntryHeaderSize + key_size, meta_size};
+  parts.payload_offset = kEntryHeaderSize + key_size + meta_size + pad;
+  parts.payload = {p + parts.payload_offset, stored};
+  parts.payload_size = payload_size;
+  parts.compressed = compressed;
+  return parts;
+}
+
+std::optional<EntryParts> decode_entry(ByteView record, ByteView expected_key, bool verify_checksum,
+                                       std::string *why, const MacKey *mac) {
+  auto parts = parse_entry(record, why);
+  if (!parts) return parts;
+  if (!(parts->key == expected_key)) {
+    if (why) *why = "entry holds another key";
+    return std::nullopt;
+  }
+  if (verify_checksum) {
+    uint8_t sum[16];
+    checksum(record.data, record.size - kEntryHeaderSize, sum);
+    if (std::memcmp(sum, record.data + 32, 16) != 0) {
+      if (why) *why = "entry checksum mismatch";
+      return std::nullopt;
+    }
+  }
+  if (mac) {
+    if (!(load_le(record.data + 6, 2) & kFlagMac)) {
+      if (why) *why = "entry is not signed with the configured secret (no MAC)";
+      return std::nullopt;
+    }
+    uint8_t expected[16];
+    mac->sign(record.data, record.size - kEntryHeaderSize, expected);
+    if (CRYPTO_memcmp(expected, record.data + 48, 16) != 0) {
+      if (why) *why = "entry MAC does not match the configured secret (forged or foreign)";
+      return std::nullopt;
+    }
+  }
+  return parts;
+}
+
+}  // namespace progcache

@@ -1,0 +1,70 @@
+#include "util/fork_guard.hpp"
+
+#include <pthread.h>
+
+namespace progcache {
+
+// Every live ForkSafeMutex, in an intrusive list (registration allocates nothing, so it cannot
+// fail). The registry's own mutex is held from prepare to parent/child, so that no mutex is
+// created or destroyed while a fork is under way.
+struct ForkRegistry {
+  std::mutex mutex;
+  ForkSafeMutex *head = nullptr;
+  static constexpr int kMaxParticipants = 4;
+  void (*participant_prepare[kMaxParticipants])() = {};
+  void (*participant_release[kMaxParticipants])() = {};
+  int participants = 0;
+
+  static ForkRegistry &get() {
+    static ForkRegistry *registry = [] {
+      auto *r = new ForkRegistry();  // never destroyed: atfork handlers outlive static objects
+      ::pthread_atfork(&prepare, &release, &release);
+      return r;
+    }();
+    return *registry;
+  }
+
+  static void prepare() {
+    ForkRegistry &r = get();
+    r.mutex.lock();
+    for (int rank = ForkSafeMutex::kOuter; rank <= ForkSafeMutex::kInner; ++rank)
+      for (ForkSafeMutex *m = r.head; m; m = m->next_)
+        if (m->rank_ == rank) m->m_.lock();
+    for (int i = 0; i < r.participants; ++i) r.participant_prepare[i]();
+  }
+
+  static void release() {
+    ForkRegistry &r = get();
+    for (int i = r.participants - 1; i >= 0; --i) r.participant_release[i]();
+    for (ForkSafeMutex *m = r.head; m; m = m->next_) m->m_.unlock();
+    r.mutex.unlock();
+  }
+};
+
+void add_fork_participant(void (*prepare)(), void (*release)()) {
+  ForkRegistry &r = ForkRegistry::get();
+  std::lock_guard lock(r.mutex);
+  if (r.participants == ForkRegistry::kMaxParticipants) return;
+  r.participant_prepare[r.participants] = prepare;
+  r.participant_release[r.participants++] = release;
+}
+
+ForkSafeMutex::ForkSafeMutex(Rank rank) : rank_(rank) {
+  ForkRegistry &r = ForkRegistry::get();
+  std::lock_guard lock(r.mutex);
+  next_ = r.head;
+  if (r.head) r.head->prev_ = this;
+  r.head = this;
+}
+
+ForkSafeMutex::~ForkSafeMutex() {
+  ForkRegistry &r = ForkRegistry::get();
+  std::lock_guard lock(r.mutex);
+  if (prev_)
+    prev_->next_ = next_;
+  else
+    r.head = next_;
+  if (next_) next_->prev_ = prev_;
+}
+
+}  // namespace progcache

@@ -1,0 +1,185 @@
+#include "util/fsutil.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/vfs.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdlib>
+
+#include "util/env.hpp"
+#include "util/error.hpp"
+
+namespace progcache {
+
+Fd &Fd::operator=(Fd &&o) noexcept {
+  if (this != &o) {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = o.release();
+  }
+  return *this;
+}
+
+Fd::~Fd() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void make_dirs(const std::string &dir) {
+  if (dir.empty()) return;
+  struct stat st;
+  if (::stat(dir.c_str(), &st) == 0) {
+    if (!S_ISDIR(st.st_mode))
+      throw Error(Status::io, "cache directory '" + dir + "' exists and is not a directory");
+    return;
+  }
+  if (errno != ENOENT) throw_errno("cannot access cache directory '" + dir + "'");
+  const std::string parent = parent_dir(dir);
+  if (parent != dir && parent != "." && parent != "/") make_dirs(parent);
+  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST)
+    throw_errno("cannot create cache directory '" + dir + "'");
+}
+
+std::string parent_dir(const std::string &path) {
+  std::string p = path;
+  while (p.size() > 1 && p.back() == '/') p.pop_back();
+  const size_t slash = p.rfind('/');
+  if (slash == std::string::npos) return ".";
+  if (slash == 0) return "/";
+  return p.substr(0, slash);
+}
+
+std::string network_fs_name(const std::string &path) {
+  // Lets tests exercise the network-filesystem path on a local disk.
+  if (const char *fake = trusted_env("PCACHE_TEST_FAKE_NETFS"); fake && *fake) return fake;
+  struct statfs fs;
+  if (::statfs(path.c_str(), &fs) != 0) return "";
+  switch (static_cast<unsigned long>(fs.f_type)) {
+    case 0x6969:
+      return "nfs";
+    case 0x517B:
+      return "smb";
+    case 0xFF534D42:
+      return "cifs";
+    case 0xFE534D42:
+      return "smb2";
+    case 0x0BD00BD0:
+      return "lustre";
+    case 0x47504653:
+      return "gpfs";
+    case 0x5346414F:
+      return "afs";
+    case 0x00C36400:
+      return "ceph";
+    case 0x01021997:
+      return "9p";
+    case 0x65735546:
+      return "fuse";
+    default:
+      return "";
+  }
+}
+
+namespace sys {
+namespace {
+std::atomic<FaultHook> g_fault_hook{nullptr};
+int fault(Op op) {
+  const FaultHook hook = g_fault_hook.load(std::memory_order_relaxed);
+  return hook ? hook(op) : 0;
+}
+}  // namespace
+
+void set_fault_hook(FaultHook hook) {
+  g_fault_hook.store(hook);
+}
+
+int openat(int dir_fd, const char *name, int flags, unsigned mode, Op op) {
+  if (const int e = fault(op); e > 0) {
+    errno = e;
+    return -1;
+  }
+  return ::openat(dir_fd, name, flags, mode);
+}
+
+ssize_t write(int fd, const void *data, size_t size) {
+  const int e = fault(Op::write);
+  if (e > 0) {
+    errno = e;
+    return -1;
+  }
+  if (e == kShortWrite && size > 1) size /= 2;
+  return ::write(fd, data, size);
+}
+
+int fsync(int fd) {
+  if (const int e = fault(Op::fsync); e > 0) {
+    errno = e;
+    return -1;
+  }
+  return ::fsync(fd);
+}
+
+int renameat(int from_dir, const char *from, int to_dir, const char *to) {
+  if (const int e = fault(Op::rename); e > 0) {
+    errno = e;
+    return -1;
+  }
+  return ::renameat(from_dir, from, to_dir, to);
+}
+
+int unlinkat(int dir_fd, const char *name, int flags) {
+  if (const int e = fault(Op::unlink); e > 0) {
+    errno = e;
+    return -1;
+  }
+  return ::unlinkat(dir_fd, name, flags);
+}
+
+ssize_t pread(int fd, void *data, size_t size, off_t offset) {
+  if (const int e = fault(Op::read); e > 0) {
+    errno = e;
+    return -1;
+  }
+  return ::pread(fd, data, size, offset);
+}
+}  // namespace sys
+
+bool write_all(int fd, const void *data, size_t size) {
+  auto *p = static_cast<const char *>(data);
+  while (size > 0) {
+    const ssize_t n = sys::write(fd, p, size);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return false;
+    }
+    if (n == 0) {
+      errno = EIO;
+      return false;
+    }
+    p += n;
+    size -= static_cast<size_t>(n);
+  }
+  return true;
+}
+
+bool pread_all(int fd, void *data, size_t size, off_t offset) {
+  auto *p = static_cast<char *>(data);
+  while (size > 0) {
+    const ssize_t n = sys::pread(fd, p, size, offset);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return false;
+    }
+    if (n == 0) {
+      errno = 0;  // short file
+      return false;
+    }
+    p += n;
+    size -= static_cast<size_t>(n);
+    offset += n;
+  }
+  return true;
+}
+
+}  // namespace progcache

@@ -1,0 +1,130 @@
+#include "util/trust.hpp"
+
+#include <fcntl.h>
+#include <sys/auxv.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "util/error.hpp"
+#include "util/fsutil.hpp"
+
+namespace progcache {
+
+bool process_is_privileged() {
+  if (::getauxval(AT_SECURE) != 0) return true;
+  // A test hook that can only make a process stricter, so plain getenv is safe here.
+  const char *fake = std::getenv("PCACHE_TEST_FAKE_SECURE");
+  return fake && std::string(fake) == "1";
+}
+
+namespace {
+
+const char *const kHowToShare =
+    "; if this is a deliberately shared cache, open it with PCACHE_OPEN_ALLOW_SHARED (or set "
+    "PCACHE_ALLOW_SHARED=1) and give it a secret (PCACHE_SECRET_FILE)";
+
+std::string mode_text(mode_t mode) {
+  char buf[8];
+  std::snprintf(buf, sizeof buf, "%04o", unsigned(mode & 07777));
+  return buf;
+}
+
+// Each ancestor of dir (resolved) up to '/': owned by this user or root, and writable by others
+// only with the sticky bit (like /tmp), as OpenSSH's StrictModes demands of a home directory.
+// Otherwise another user could rename the cache directory away and put their own in its place.
+void check_ancestors(const std::string &dir) {
+  char real[PATH_MAX];
+  if (!::realpath(dir.c_str(), real)) return;  // not there yet: make_dirs will report it
+  std::string path = real;
+  while (path.size() > 1) {
+    path = path.substr(0, std::max<size_t>(1, path.rfind('/')));
+    struct stat st;
+    if (::stat(path.c_str(), &st) != 0) throw_errno("cannot stat '" + path + "'");
+    if (st.st_uid != ::geteuid() && st.st_uid != 0)
+      throw Error(Status::permission,
+                  "'" + path + "', a parent of the cache directory, is owned by uid " +
+                      std::to_string(st.st_uid) +
+                      ": its owner could replace the cache directory with their own" + kHowToShare);
+    if ((st.st_mode & (S_IWGRP | S_IWOTH)) && !(st.st_mode & S_ISVTX))
+      throw Error(Status::permission,
+                  "'" + path +
+                      "', a parent of the cache directory, is writable by other users "
+                      "(mode " +
+                      mode_text(st.st_mode) +
+                      ", no sticky bit): they could replace the cache directory" + kHowToShare);
+  }
+}
+
+}  // namespace
+
+bool owned_and_private(const struct stat &st) {
+  return (st.st_uid == ::geteuid() || st.st_uid == 0) && !(st.st_mode & (S_IWGRP | S_IWOTH));
+}
+
+void check_private_dir(const std::string &path, int fd, bool allow_shared) {
+  if (allow_shared) return;
+  struct stat st;
+  if ((fd >= 0 ? ::fstat(fd, &st) : ::stat(path.c_str(), &st)) != 0)
+    throw_errno("cannot stat cache directory '" + path + "'");
+  if (st.st_uid != ::geteuid())
+    throw Error(Status::permission,
+                "cache directory '" + path + "' is owned by uid " + std::to_string(st.st_uid) +
+                    ", not by this user (uid " + std::to_string(::geteuid()) +
+                    "): its owner could plant binaries the GPU would run" + kHowToShare);
+  // A sticky bit stops others from replacing our files, not from creating new ones: a shard
+  // directory, an entry, a -wal file beside the database. No one else may write here.
+  if (st.st_mode & (S_IWGRP | S_IWOTH))
+    throw Error(Status::permission,
+                "cache directory '" + path + "' is writable by other users (mode " +
+                    mode_text(st.st_mode) + "): they could plant binaries the GPU would run" +
+                    kHowToShare);
+  check_ancestors(path);
+}
+
+void check_owned_file(const std::string &path, bool allow_shared) {
+  if (allow_shared) return;
+  struct stat st;
+  if (::lstat(path.c_str(), &st) != 0) return;  // not there yet: it will be ours
+  if (S_ISDIR(st.st_mode)) return;              // opening it will say what it is
+  if (!S_ISREG(st.st_mode) || !owned_and_private(st))
+    throw Error(Status::permission, "cache file '" + path +
+                                        "' is not a regular file owned by this user and "
+                                        "writable by no one else (uid " +
+                                        std::to_string(st.st_uid) + ", mode " +
+                                        mode_text(st.st_mode) +
+                                        "): it could hold planted binaries" + kHowToShare);
+}
+
+std::optional<std::string> secret_from_env() {
+  const char *path = trusted_env("PCACHE_SECRET_FILE");
+  if (!path || !*path) return std::nullopt;
+  Fd fd(::open(path, O_RDONLY | O_CLOEXEC));
+  if (!fd) throw_errno(std::string("cannot read PCACHE_SECRET_FILE '") + path + "'");
+  struct stat st;
+  if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode))
+    throw Error(Status::io, std::string("PCACHE_SECRET_FILE '") + path + "' is not a regular file");
+  if (st.st_mode & (S_IRWXG | S_IRWXO))
+    throw Error(Status::permission, std::string("PCACHE_SECRET_FILE '") + path +
+                                        "' is readable by other users; chmod 600 it");
+  if (st.st_uid != ::geteuid() && st.st_uid != 0)
+    throw Error(Status::permission, std::string("PCACHE_SECRET_FILE '") + path +
+                                        "' is owned by another user (uid " +
+                                        std::to_string(st.st_uid) + ")");
+  std::string secret;
+  char buf[4096];
+  ssize_t n;
+  while ((n = ::read(fd.get(), buf, sizeof buf)) > 0) secret.append(buf, size_t(n));
+  if (n < 0) throw_errno(std::string("cannot read PCACHE_SECRET_FILE '") + path + "'");
+  while (!secret.empty() && (secret.back() == '\n' || secret.back() == '\r')) secret.pop_back();
+  if (secret.empty())
+    throw Error(Status::invalid_arg, std::string("PCACHE_SECRET_FILE '") + path + "' is empty");
+  return secret;
+}
+
+}  // namespace progcache

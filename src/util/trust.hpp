@@ -1,0 +1,34 @@
+// Who may write a cache, and what a privileged process may use (docs/security.md).
+#pragma once
+
+#include <sys/stat.h>
+
+#include <optional>
+#include <string>
+
+#include "util/env.hpp"
+
+namespace progcache {
+
+// True in a setuid/setgid (AT_SECURE) process. PCACHE_TEST_FAKE_SECURE=1 makes it true for tests
+// (it can only make the library stricter).
+bool process_is_privileged();
+
+// Refuses (Error(permission), saying why and how to allow it), unless allow_shared: a cache
+// directory owned by another user or writable by group or others (sticky or not: others could
+// still create files in it), or one with an ancestor owned by another user (not root) or
+// writable by others without the sticky bit. fd may be -1 (then path is stat'ed).
+void check_private_dir(const std::string &path, int fd, bool allow_shared);
+
+// The same for a cache file that already exists: a regular file owned by this user (or root),
+// writable by no one else. A missing file passes (it will be created ours).
+void check_owned_file(const std::string &path, bool allow_shared);
+
+// Owned by this user or root, and writable by neither group nor others.
+bool owned_and_private(const struct stat &st);
+
+// The secret in the file named by $PCACHE_SECRET_FILE, or nullopt if unset. Throws
+// Error(permission/io) if the file cannot be read or is readable by others.
+std::optional<std::string> secret_from_env();
+
+}  // namespace progcache
