@@ -6,8 +6,6 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
-#include <map>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -55,6 +53,31 @@ struct EntryInfo {
   int64_t last_use = 0;  // Unix seconds
 };
 
+// Optional capability: counters kept with the storage and shared by every process opening it.
+class SharedCounters {
+ public:
+  // Adds delta to the stored counters. Throws Error (busy: the caller keeps delta for later).
+  virtual void add_counters(const PersistentCounters &delta) = 0;
+  virtual PersistentCounters counters() = 0;
+
+ protected:
+  ~SharedCounters() = default;
+};
+
+// Optional capability of a store that machines share: leases on keys, for single-flight
+// compiles across machines.
+class LeaseStore {
+ public:
+  // Tries to take the lease on key. Returns a token when taken (hand it to release_lease), ""
+  // when another holder has it. Throws Error when the store fails.
+  virtual std::optional<std::string> try_lease(ByteView key) = 0;
+  virtual void release_lease(ByteView key, const std::string &token) = 0;
+
+ protected:
+  ~LeaseStore() = default;
+};
+
+// Storage only: records in, records out, totals, eviction, and a metadata side channel.
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -73,54 +96,32 @@ class Backend {
   virtual uint64_t count() = 0;
   virtual uint64_t size() = 0;
   virtual void clear() = 0;
-  // Largest payload this backend can hold (beyond it put is refused with too_large).
-  virtual uint64_t max_payload_size() const { return UINT64_MAX; }
-  // A directory where processes sharing this cache can create lock files (single-flight
-  // compiles), or "" when the cache is private to this process.
-  virtual std::string lock_dir() const { return {}; }
   // Calls fn for every entry, most recently used first where the backend knows the order.
   virtual void list(const std::function<void(const EntryInfo &)> &fn) = 0;
-  // Adds to / reads the shared counters. The default keeps them in this process only.
-  virtual void add_counters(const PersistentCounters &delta) {
-    std::lock_guard lock(counters_mutex_);
-    counters_ += delta;
-  }
-  virtual PersistentCounters counters() {
-    std::lock_guard lock(counters_mutex_);
-    return counters_;
-  }
+  // Largest payload this backend can hold (beyond it put is refused with too_large).
+  virtual uint64_t max_payload_size() const { return UINT64_MAX; }
+  // Metadata side channel: small records (memos, in the entry format) kept beside the entries
+  // and never counted, listed, exported, evicted or cleared as entries. nullopt when absent.
+  // A store keeps at most kMaxMetaRecords (older ones are dropped first where it knows the
+  // order): memos are hints, and their number must stay bounded. Throws Error when the store
+  // fails.
+  virtual std::optional<std::string> get_meta(std::string_view name) = 0;
+  virtual void put_meta(std::string_view name, ByteView record) = 0;
+  static constexpr size_t kMaxMetaRecords = 20000;
+
+  // Where the store lives, for whoever shares it: a directory beside it where the processes
+  // opening the same store can create lock files, or "" for a store private to this process.
+  virtual std::string lock_dir() const { return {}; }
   // true when records never leave this process's memory, so re-verifying checksums on every
   // read would only cost time.
   virtual bool in_process() const { return false; }
   // For a remote store: how long a tiered cache leaves it alone after a failure (doubling per
   // consecutive failure). 0 = a local store, never skipped.
   virtual uint64_t retry_backoff_ms() const { return 0; }
-  // Single flight across machines, for stores that machines share: tries to take the lease on
-  // compiling key. Returns a token when taken (hand it to release_lease), "" when another holder
-  // has it, nullopt when this store keeps no leases. Throws Error when the store fails.
-  virtual std::optional<std::string> try_lease(ByteView) { return std::nullopt; }
-  virtual void release_lease(ByteView, const std::string &) {}
-  // Metadata side channel: small records (memos, in the entry format) kept beside the entries
-  // and never counted, listed, exported, evicted or cleared as entries. nullopt when absent.
-  // The default keeps them in this process (memory:). Throws Error when the store fails.
-  virtual std::optional<std::string> get_meta(std::string_view name) {
-    std::lock_guard lock(counters_mutex_);
-    auto it = meta_.find(std::string(name));
-    return it == meta_.end() ? std::nullopt : std::optional<std::string>(it->second);
-  }
-  virtual void put_meta(std::string_view name, ByteView record) {
-    std::lock_guard lock(counters_mutex_);
-    if (meta_.size() >= kMaxMetaRecords) meta_.erase(meta_.begin());
-    meta_[std::string(name)] = std::string(record.str());
-  }
-  // How many metadata records a store keeps at most (older ones are dropped first where the
-  // store knows the order): memos are hints, and their number must stay bounded.
-  static constexpr size_t kMaxMetaRecords = 20000;
 
- private:
-  ForkSafeMutex counters_mutex_{ForkSafeMutex::kInner};
-  PersistentCounters counters_;
-  std::map<std::string, std::string> meta_;
+  // Capabilities beside storage, or null when the store does not offer them.
+  virtual SharedCounters *shared_counters() { return nullptr; }
+  virtual LeaseStore *leases() { return nullptr; }
 };
 
 }  // namespace progcache

@@ -16,7 +16,7 @@
 
 namespace progcache {
 
-class FileStreamBackend final : public Backend {
+class FileStreamBackend final : public Backend, public SharedCounters {
  public:
   FileStreamBackend(Uri &uri, const BackendConfig &config);
   ~FileStreamBackend() override;
@@ -31,6 +31,7 @@ class FileStreamBackend final : public Backend {
   void list(const std::function<void(const EntryInfo &)> &fn) override;
   void add_counters(const PersistentCounters &delta) override;
   PersistentCounters counters() override;
+  SharedCounters *shared_counters() override { return this; }
   // Memos live in DIR/meta/, one file per name, written like entries (temp file, rename).
   std::optional<std::string> get_meta(std::string_view name) override;
   void put_meta(std::string_view name, ByteView record) override;

@@ -75,4 +75,16 @@ void MemoryBackend::list(const std::function<void(const EntryInfo &)> &fn) {
   for (const EntryInfo &e : entries) fn(e);
 }
 
+std::optional<std::string> MemoryBackend::get_meta(std::string_view name) {
+  std::lock_guard lock(mutex_);
+  const auto it = meta_.find(name);
+  return it == meta_.end() ? std::nullopt : std::optional<std::string>(it->second);
+}
+
+void MemoryBackend::put_meta(std::string_view name, ByteView record) {
+  std::lock_guard lock(mutex_);
+  if (meta_.size() >= kMaxMetaRecords && !meta_.count(name)) meta_.erase(meta_.begin());
+  meta_.insert_or_assign(std::string(name), std::string(record.str()));
+}
+
 }  // namespace progcache

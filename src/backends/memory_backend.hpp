@@ -2,6 +2,7 @@
 #pragma once
 
 #include <list>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -22,6 +23,8 @@ class MemoryBackend final : public Backend {
   void clear() override;
   bool in_process() const override { return true; }
   void list(const std::function<void(const EntryInfo &)> &fn) override;
+  std::optional<std::string> get_meta(std::string_view name) override;
+  void put_meta(std::string_view name, ByteView record) override;
 
  private:
   struct Node {
@@ -43,6 +46,7 @@ class MemoryBackend final : public Backend {
   Lru lru_;
   std::unordered_map<std::string, Lru::iterator, KeyHash, std::equal_to<>> index_;
   uint64_t total_ = 0;
+  std::map<std::string, std::string, std::less<>> meta_;  // under mutex_
 };
 
 }  // namespace progcache

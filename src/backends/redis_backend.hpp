@@ -15,7 +15,7 @@ struct redisContext;
 
 namespace progcache {
 
-class RedisBackend final : public Backend {
+class RedisBackend final : public Backend, public SharedCounters, public LeaseStore {
  public:
   // Connects once unless lazy (a tier of a tiered cache opens even while the server is down);
   // throws Error(remote) if the server cannot be reached or refuses the credentials.
@@ -32,6 +32,8 @@ class RedisBackend final : public Backend {
   void list(const std::function<void(const EntryInfo &)> &fn) override;
   void add_counters(const PersistentCounters &delta) override;
   PersistentCounters counters() override;
+  SharedCounters *shared_counters() override { return this; }
+  LeaseStore *leases() override { return this; }
   uint64_t retry_backoff_ms() const override { return backoff_ms_; }
   // SET PREFIX l:KEY TOKEN NX PX lease_ms; released by compare-and-delete, or expired by Redis
   // if the holder dies.

@@ -18,7 +18,7 @@ struct sqlite3_stmt;
 
 namespace progcache {
 
-class SqliteBackend final : public Backend {
+class SqliteBackend final : public Backend, public SharedCounters {
  public:
   SqliteBackend(Uri &uri, const BackendConfig &config);
   ~SqliteBackend() override;
@@ -33,6 +33,7 @@ class SqliteBackend final : public Backend {
   void list(const std::function<void(const EntryInfo &)> &fn) override;
   void add_counters(const PersistentCounters &delta) override;
   PersistentCounters counters() override;
+  SharedCounters *shared_counters() override { return this; }
   std::optional<std::string> get_meta(std::string_view name) override;
   void put_meta(std::string_view name, ByteView record) override;
   std::string lock_dir() const override { return path_ + ".locks"; }

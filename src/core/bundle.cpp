@@ -186,7 +186,7 @@ Blob read_record(FILE *f, uint64_t len, const std::string &path) {
 // The largest payload an import will inflate: the cache's cap, the backend's limit, and never
 // more than 2 GiB (a bundle is a file anyone may hand us).
 uint64_t import_limit(Cache &cache) {
-  uint64_t limit = std::min<uint64_t>(cache.backend().max_payload_size(), uint64_t(2) << 30);
+  uint64_t limit = std::min<uint64_t>(cache.max_payload_size(), uint64_t(2) << 30);
   if (cache.max_size_bytes()) limit = std::min(limit, cache.max_size_bytes());
   return limit;
 }

@@ -80,7 +80,13 @@ std::vector<std::string> split_tiers(const std::string &text) {
 
 }  // namespace
 
-std::unique_ptr<Cache> Cache::open(std::string_view uri_text, const CacheOptions &options) {
+std::unique_ptr<Cache> Cache::open(std::string_view text, const CacheOptions &options) {
+  std::unique_ptr<Cache> cache = open_storage(text, options);
+  cache->coordinator_.emplace(cache->backend_->lock_dir(), cache->backend_->leases());
+  return cache;
+}
+
+std::unique_ptr<Cache> Cache::open_storage(std::string_view uri_text, const CacheOptions &options) {
   std::string text = uri_text.empty() ? default_uri() : std::string(uri_text);
   Uri uri = parse_uri(text);
   std::unique_ptr<Cache> cache(new Cache(text, options));
@@ -106,7 +112,9 @@ std::unique_ptr<Cache> Cache::open(std::string_view uri_text, const CacheOptions
         throw Error(Status::invalid_arg, "tiered: a tier cannot itself be tiered");
       tiers.push_back(Cache::open(part, tier_options));
     }
-    cache->backend_ = std::make_unique<TieredBackend>(std::move(tiers), config);
+    auto tiered = std::make_unique<TieredBackend>(std::move(tiers), config);
+    cache->tiered_ = tiered.get();
+    cache->backend_ = std::move(tiered);
     return cache;
   }
   if (uri.scheme != "memory" && process_is_privileged() && !options.allow_privileged)
@@ -141,15 +149,13 @@ std::string Cache::display_uri() const {
 }
 
 std::vector<Cache *> Cache::tiers() const {
-  if (const auto *tiered = dynamic_cast<const TieredBackend *>(backend_.get()))
-    return tiered->tiers();
-  return {};
+  return tiered_ ? tiered_->tiers() : std::vector<Cache *>{};
 }
 
 std::vector<std::pair<std::string, CacheStats>> Cache::tier_stats() const {
   std::vector<std::pair<std::string, CacheStats>> out;
-  if (const auto *tiered = dynamic_cast<const TieredBackend *>(backend_.get())) {
-    for (auto &t : tiered->tier_stats()) out.emplace_back(t.uri, t.stats);
+  if (tiered_) {
+    for (auto &t : tiered_->tier_stats()) out.emplace_back(t.uri, t.stats);
   } else {
     out.emplace_back(display_uri(), stats());
   }
@@ -273,8 +279,14 @@ void Cache::flush_counters() {
   const uint64_t evictions = events_.evictions.load();
   d.evictions = int64_t(evictions - flushed_evictions_.exchange(evictions));
   if (!(d.hits || d.misses || d.compile_us_saved || d.evictions)) return;
+  SharedCounters *shared = backend_->shared_counters();
+  if (!shared) {
+    std::lock_guard lock(local_counters_mutex_);
+    local_counters_ += d;
+    return;
+  }
   try {
-    backend_->add_counters(d);
+    shared->add_counters(d);
   } catch (const Error &e) {
     if (e.status() != Status::busy) throw;
     // Busy: keep them for the next flush (a closing handle loses them; they are advisory).
@@ -287,7 +299,9 @@ void Cache::flush_counters() {
 
 PersistentCounters Cache::persistent_counters() {
   flush_counters();
-  return backend_->counters();
+  if (SharedCounters *shared = backend_->shared_counters()) return shared->counters();
+  std::lock_guard lock(local_counters_mutex_);
+  return local_counters_;
 }
 
 CacheStats Cache::stats() const {

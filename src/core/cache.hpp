@@ -10,10 +10,13 @@
 #include <vector>
 
 #include "backends/backend.hpp"
+#include "core/compile_coordinator.hpp"
 #include "format/entry.hpp"
 #include "util/memo_store.hpp"
 
 namespace progcache {
+
+class TieredBackend;
 
 struct CacheOptions {
   uint64_t max_size_bytes = 0;
@@ -40,6 +43,8 @@ class Cache final : public MemoStore {
  public:
   // Opens the backend named by uri ("" = default_uri()).
   static std::unique_ptr<Cache> open(std::string_view uri, const CacheOptions &options);
+  // Single flight beyond this process for compiles through this cache.
+  const CompileCoordinator &coordinator() const { return *coordinator_; }
 
   // Verified lookup; nullopt on a miss. Damaged records are removed and counted.
   // count_stats=false for the library's own bookkeeping lookups (the NVRTC-version memo).
@@ -84,16 +89,26 @@ class Cache final : public MemoStore {
   // The zstd level entries are stored with (0 = uncompressed).
   int compress_level() const { return compress_level_; }
   uint64_t max_size_bytes() const { return options_.max_size_bytes; }
+  // The largest payload the storage takes (beyond it put is refused with too_large).
+  uint64_t max_payload_size() const { return backend_->max_payload_size(); }
+  // The storage, for the tiered composite (core only; callers use the methods above).
   Backend &backend() { return *backend_; }
 
  private:
   Cache(std::string uri, const CacheOptions &options) : uri_(std::move(uri)), options_(options) {}
+  // open() without the coordinator (which needs the finished backend).
+  static std::unique_ptr<Cache> open_storage(std::string_view uri, const CacheOptions &options);
   void check_key(ByteView key) const;
 
   std::string uri_;
   CacheOptions options_;
   BackendEvents events_;
   std::unique_ptr<Backend> backend_;
+  TieredBackend *tiered_ = nullptr;  // backend_, when it is the tiered composite
+  std::optional<CompileCoordinator> coordinator_;
+  // The shared counters of a store that keeps none (memory:) stay in this handle.
+  ForkSafeMutex local_counters_mutex_{ForkSafeMutex::kInner};
+  PersistentCounters local_counters_;
   std::unique_ptr<MacKey> mac_;
   int compress_level_ = 0;
   void count_op();

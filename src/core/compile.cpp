@@ -1,7 +1,5 @@
 #include "core/compile.hpp"
 
-#include <fcntl.h>
-#include <sys/file.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -14,6 +12,7 @@
 #include <optional>
 #include <thread>
 
+#include "core/compile_coordinator.hpp"
 #include "core/include_scan.hpp"
 #include "cuda/nvrtc.hpp"
 #include "cuda/nvrtc_identity.hpp"
@@ -24,8 +23,6 @@
 
 namespace progcache {
 namespace {
-
-constexpr int kLockStripes = 1024;
 
 uint64_t us_since(std::chrono::steady_clock::time_point t0) {
   return uint64_t(
@@ -44,41 +41,6 @@ struct Flight {
 using FlightKey = std::pair<const Cache *, Key>;
 ForkSafeMutex g_flights_mutex{ForkSafeMutex::kOuter};
 std::map<FlightKey, std::shared_ptr<Flight>> g_flights;
-
-// A cross-process lock on one of kLockStripes files under the cache's lock directory, taken with
-// a deadline. Not owning it after the deadline is allowed: the caller then compiles itself.
-class StripeLock {
- public:
-  StripeLock(const std::string &dir, const Key &key, uint32_t timeout_ms) {
-    if (dir.empty()) return;
-    try {
-      make_dirs(dir);
-    } catch (const Error &) {
-      return;  // read-only cache: no cross-process coordination, compile anyway
-    }
-    const unsigned stripe = (unsigned(key[0]) << 8 | key[1]) % kLockStripes;
-    const std::string path = dir + "/" + std::to_string(stripe) + ".lock";
-    fd_ = Fd(::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600));
-    if (!fd_) return;
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
-    for (;;) {
-      if (::flock(fd_.get(), LOCK_EX | LOCK_NB) == 0) {
-        held_ = true;
-        return;
-      }
-      if (errno != EWOULDBLOCK && errno != EINTR) return;
-      if (std::chrono::steady_clock::now() >= deadline) return;
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
-  }
-  ~StripeLock() {
-    if (held_) ::flock(fd_.get(), LOCK_UN);
-  }
-
- private:
-  Fd fd_;
-  bool held_ = false;
-};
 
 std::shared_ptr<CompileResult> from_hit(Hit &&hit, const Key &key) {
   auto r = std::make_shared<CompileResult>();
@@ -148,26 +110,6 @@ std::shared_ptr<CompileResult> compile_and_store(Cache *cache, const ProgramDesc
   return r;
 }
 
-// Holds a cross-machine compile lease until destroyed.
-class LeaseGuard {
- public:
-  LeaseGuard(Backend &backend, ByteView key, std::string token)
-      : backend_(backend), key_(key), token_(std::move(token)) {}
-  ~LeaseGuard() {
-    try {
-      backend_.release_lease(key_, token_);
-    } catch (...) {  // the lease expires by itself
-    }
-  }
-  LeaseGuard(const LeaseGuard &) = delete;
-  LeaseGuard &operator=(const LeaseGuard &) = delete;
-
- private:
-  Backend &backend_;
-  ByteView key_;
-  std::string token_;
-};
-
 // Single flight across machines sharing a store with leases (Redis): one machine compiles, the
 // others wait for its entry to appear, polling with a growing interval. A holder that dies lets
 // its lease expire; a store that fails or keeps no leases, or a wait past the deadline, means
@@ -181,15 +123,14 @@ std::shared_ptr<CompileResult> compile_once_across_machines(Cache *cache,
   const auto deadline =
       std::chrono::steady_clock::now() + std::chrono::milliseconds(options.wait_timeout_ms);
   auto delay = std::chrono::milliseconds(10);
+  const CompileCoordinator &coordinator = cache->coordinator();
   for (;;) {
-    std::optional<std::string> token;
-    try {
-      token = cache->backend().try_lease(k);
-    } catch (const Error &) {
-    }
-    if (!token) return compile_and_store(cache, program, prepared, true);
-    if (!token->empty()) {
-      LeaseGuard lease(cache->backend(), k, *token);
+    std::string token;
+    const auto answer = coordinator.try_lease(k, &token);
+    if (answer == CompileCoordinator::LeaseAnswer::unavailable)
+      return compile_and_store(cache, program, prepared, true);
+    if (answer == CompileCoordinator::LeaseAnswer::taken) {
+      const auto lease = coordinator.hold(k, std::move(token));
       // The previous holder may have stored it between our last look and our lease.
       if (auto r = lookup(cache, key)) return r;
       return compile_and_store(cache, program, prepared, true);
@@ -266,7 +207,7 @@ std::shared_ptr<CompileResult> compile_through_cache(Cache *cache, ProgramDesc p
   try {
     // Single flight across processes: whoever holds the stripe lock compiles; the others find
     // its result when they get the lock.
-    StripeLock cross_process(cache->backend().lock_dir(), key, options.wait_timeout_ms);
+    const auto cross_process = cache->coordinator().lock_processes(key, options.wait_timeout_ms);
     result = lookup(cache, key);
     if (!result) result = compile_once_across_machines(cache, program, prepared, options);
   } catch (...) {

@@ -194,26 +194,36 @@ void TieredBackend::list(const std::function<void(const EntryInfo &)> &fn) {
 }
 
 void TieredBackend::add_counters(const PersistentCounters &delta) {
-  Backend::add_counters(delta);
+  {
+    std::lock_guard lock(counters_mutex_);
+    counters_ += delta;
+  }
   if (delta.compile_us_saved == 0) return;
   PersistentCounters saved;
   saved.compile_us_saved = delta.compile_us_saved;
   for (auto &tier : tiers_) {
-    if (!available(*tier)) continue;
+    SharedCounters *shared = tier->cache->backend().shared_counters();
+    if (!shared || !available(*tier)) continue;
     try {
-      tier->cache->backend().add_counters(saved);
+      shared->add_counters(saved);
     } catch (const Error &e) {
       failed(*tier, e);
     }
   }
 }
 
+PersistentCounters TieredBackend::counters() {
+  std::lock_guard lock(counters_mutex_);
+  return counters_;
+}
+
 std::optional<std::string> TieredBackend::try_lease(ByteView key) {
   for (size_t i = 0; i < tiers_.size(); ++i) {
     Tier &tier = *tiers_[i];
-    if (!available(tier)) continue;
+    LeaseStore *leases = tier.cache->backend().leases();
+    if (!leases || !available(tier)) continue;
     try {
-      if (auto token = tier.cache->backend().try_lease(key)) {
+      if (auto token = leases->try_lease(key)) {
         succeeded(tier);
         // The tier's index travels in the token, so the release goes back to it.
         return token->empty() ? *token : std::to_string(i) + ":" + *token;
@@ -229,8 +239,10 @@ void TieredBackend::release_lease(ByteView key, const std::string &token) {
   const size_t colon = token.find(':');
   const size_t i = std::strtoul(token.substr(0, colon).c_str(), nullptr, 10);
   if (colon == std::string::npos || i >= tiers_.size()) return;
+  LeaseStore *leases = tiers_[i]->cache->backend().leases();
+  if (!leases) return;
   try {
-    tiers_[i]->cache->backend().release_lease(key, token.substr(colon + 1));
+    leases->release_lease(key, token.substr(colon + 1));
   } catch (const Error &e) {
     failed(*tiers_[i], e);  // the lease expires by itself
   }

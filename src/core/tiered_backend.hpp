@@ -18,7 +18,7 @@
 
 namespace progcache {
 
-class TieredBackend final : public Backend {
+class TieredBackend final : public Backend, public SharedCounters, public LeaseStore {
  public:
   TieredBackend(std::vector<std::unique_ptr<Cache>> tiers, const BackendConfig &config);
 
@@ -38,11 +38,15 @@ class TieredBackend final : public Backend {
   uint64_t max_payload_size() const override;
   std::string lock_dir() const override;
   // Counters: each tier counts its own hits and misses; the NVRTC time a hit saved is credited to
-  // every tier, so that `progcache stats` on the shared store shows what the fleet saved.
+  // every tier, so that `progcache stats` on the shared store shows what the fleet saved. The
+  // stack's own totals stay in this process.
   void add_counters(const PersistentCounters &delta) override;
+  PersistentCounters counters() override;
+  SharedCounters *shared_counters() override { return this; }
   // Leases come from the first available tier that keeps them (the shared store).
   std::optional<std::string> try_lease(ByteView key) override;
   void release_lease(ByteView key, const std::string &token) override;
+  LeaseStore *leases() override { return this; }
   // Metadata: read from the first tier that has the record, written to every tier.
   std::optional<std::string> get_meta(std::string_view name) override;
   void put_meta(std::string_view name, ByteView record) override;
@@ -72,6 +76,8 @@ class TieredBackend final : public Backend {
 
   std::vector<std::unique_ptr<Tier>> tiers_;
   BackendEvents *events_;
+  ForkSafeMutex counters_mutex_{ForkSafeMutex::kInner};
+  PersistentCounters counters_;
 };
 
 }  // namespace progcache
