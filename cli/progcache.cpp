@@ -338,7 +338,7 @@ int cmd_explain(Cache &cache, const std::vector<std::string> &args) {
                 prepared.uncacheable.c_str());
     return 1;
   }
-  if (cache.get(ByteView(key.data(), key.size()))) {
+  if (cache.get(ByteView(key.data(), key.size()), Access::peek)) {
     std::printf("hit: %s is cached (key %s)\n", c.file.c_str(),
                 to_hex(ByteView(key.data(), key.size())).c_str());
     return 0;
@@ -348,7 +348,7 @@ int cmd_explain(Cache &cache, const std::vector<std::string> &args) {
   uint32_t best_nvrtc = 0;
   cache.list([&](const EntryInfo &e) {
     ++total;
-    auto hit = cache.get(e.key);
+    auto hit = cache.get(e.key, Access::peek);
     if (!hit) return;
     auto meta = decode_meta(hit->meta);
     if (!meta || meta->program_name != std::string(p.name)) return;
@@ -422,7 +422,7 @@ int cmd_ls(Cache &cache) {
   std::printf("%-66s %10s %-6s %-6s %s\n", "KEY", "SIZE", "TARGET", "NVRTC", "LAST USE");
   cache.list([&](const EntryInfo &e) {
     std::string target = "-", nvrtc = "-";
-    if (auto hit = cache.get(e.key))
+    if (auto hit = cache.get(e.key, Access::peek))
       if (auto meta = decode_meta(hit->meta)) {
         static const char *const kTargets[] = {"cubin", "ptx", "ltoir"};
         target = kTargets[meta->target % 3];
@@ -445,7 +445,7 @@ int cmd_verify(Cache &cache) {
   size_t checked = 0, good = 0;
   cache.list([&](const EntryInfo &e) {
     ++checked;
-    if (cache.get(e.key))
+    if (cache.get(e.key, Access::peek))
       ++good;
     else
       std::printf("removed damaged entry %s\n", show_key(e.key).c_str());
@@ -478,7 +478,7 @@ int cmd_evict(Cache &cache, const std::vector<std::string> &args) {
     const uint32_t version =
         uint32_t(std::stoul(v.substr(0, dot)) * 1000 + std::stoul(v.substr(dot + 1)) * 10);
     doomed = [&cache, version](const EntryInfo &e) {
-      auto hit = cache.get(e.key);
+      auto hit = cache.get(e.key, Access::peek);
       auto meta = hit ? decode_meta(hit->meta) : std::nullopt;
       return meta && meta->nvrtc_version == version;
     };

@@ -50,6 +50,24 @@ want='is not a size' check "an empty max_size= is refused, not unbounded" 2 "$pc
 want='too large' check "a max_size that would wrap is refused" 2 "$pc" --cache "sqlite:$work/p.db?max_size=16777216T" stats
 want='too large' check "a 19-digit timeout is refused" 2 "$pc" --cache "sqlite:$work/p.db?busy_timeout_ms=9999999999999999999" stats
 
+# Administration reads without using: ls, verify, export and explain read every entry, which
+# used to count each as a hit and refresh its recency (ls walks newest first, so one ls
+# reversed the LRU order and a capped put then evicted the hot entries).
+head -c 1000 /dev/zero >"$work/1k"
+for adm in "sqlite:$work/adm.db?max_size=3000" "filestream:$work/adm-fs?max_size=3000&touch_interval_ms=0"; do
+  for k in a b c; do "$pc" --cache "$adm" put "text:$k" "$work/1k" >/dev/null; done
+  hits_before=$("$pc" --cache "$adm" stats | awk '/^hits:/{print $2}')
+  "$pc" --cache "$adm" ls >/dev/null
+  "$pc" --cache "$adm" verify >/dev/null
+  "$pc" --cache "$adm" export "$work/adm.pcb" >/dev/null 2>&1
+  "$pc" --cache "$adm" explain "$kernel" >/dev/null 2>&1
+  rm -f "$work/adm.pcb"
+  want="^$hits_before\$" check "administration counts no hits (${adm%%:*})" 0 bash -c "'$pc' --cache '$adm' stats | awk '/^hits:/{print \$2}'"
+  "$pc" --cache "$adm" put text:d "$work/1k" >/dev/null
+  want='no entry' check "the least recently used entry goes first after ls/verify/export/explain (${adm%%:*})" 1 "$pc" --cache "$adm" get text:a -o "$work/x"
+  want='wrote' check "the others stay (${adm%%:*})" 0 "$pc" --cache "$adm" get text:b -o "$work/x"
+done
+
 # export / import: a warmed cache shipped as one file into another backend.
 src="sqlite:$work/src.db"
 "$pc" --cache "$src" compile "$kernel" --name-expression 'scale_add<float>' -- --std=c++17 >/dev/null

@@ -77,14 +77,20 @@ class LeaseStore {
   ~LeaseStore() = default;
 };
 
+// How a read counts. A use refreshes the entry's recency (and the cache counts a hit or a
+// miss); a peek (administration: ls, verify, export, explain) changes neither, so that reading
+// every entry to list or check it never reorders the LRU or inflates the hit rate.
+enum class Access { use, peek };
+
 // Storage only: records in, records out, totals, eviction, and a metadata side channel.
 class Backend {
  public:
   virtual ~Backend() = default;
 
   // The record stored under key, or nullptr on a miss. Damage the backend itself detects (an
-  // unreadable file, a reset database) is removed, counted in events->corrupt, and a miss.
-  virtual SharedBlob get(ByteView key) = 0;
+  // unreadable file, a reset database) is removed, counted in events->corrupt, and a miss. A
+  // use refreshes recency; a peek does not (Redis, which keeps its own LRU, cannot tell them).
+  virtual SharedBlob get(ByteView key, Access access) = 0;
   // Stores record under key, replacing any old one, then evicts least-recently-used records
   // until the sum of payload sizes fits the cap. payload_size <= cap is checked by the caller.
   virtual void put(ByteView key, Blob &&record, uint64_t payload_size) = 0;

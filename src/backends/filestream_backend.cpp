@@ -239,7 +239,7 @@ static int shard_of(const std::string &name) {
   return std::stoi(name.substr(0, 2), nullptr, 16);
 }
 
-SharedBlob FileStreamBackend::get(ByteView key) {
+SharedBlob FileStreamBackend::get(ByteView key, Access access) {
   const std::string name = entry_name(key);
   const int dfd = shard_fd(shard_of(name), false);
   if (dfd < 0) return nullptr;
@@ -272,7 +272,7 @@ SharedBlob FileStreamBackend::get(ByteView key) {
     throw_errno("cannot read cache entry");
   }
   // Refresh recency, at most once per touch_interval_ms per entry: a hit stays a read.
-  if (now_ns() - mtime_ns(st) >= touch_interval_ns_) stamp_now(fd.get());
+  if (access == Access::use && now_ns() - mtime_ns(st) >= touch_interval_ns_) stamp_now(fd.get());
   return blob;
 }
 

@@ -21,7 +21,7 @@ class FileStreamBackend final : public Backend, public SharedCounters {
   FileStreamBackend(Uri &uri, const BackendConfig &config);
   ~FileStreamBackend() override;
 
-  SharedBlob get(ByteView key) override;
+  SharedBlob get(ByteView key, Access access) override;
   void put(ByteView key, Blob &&record, uint64_t payload_size) override;
   bool remove(ByteView key) override;
   bool remove_damaged(ByteView key) override;

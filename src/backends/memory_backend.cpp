@@ -7,12 +7,14 @@ namespace progcache {
 
 MemoryBackend::MemoryBackend(const BackendConfig &config) : config_(config) {}
 
-SharedBlob MemoryBackend::get(ByteView key) {
+SharedBlob MemoryBackend::get(ByteView key, Access access) {
   std::lock_guard lock(mutex_);
   auto it = index_.find(key.str());
   if (it == index_.end()) return nullptr;
-  lru_.splice(lru_.begin(), lru_, it->second);
-  it->second->last_use = std::time(nullptr);
+  if (access == Access::use) {
+    lru_.splice(lru_.begin(), lru_, it->second);
+    it->second->last_use = std::time(nullptr);
+  }
   return it->second->record;
 }
 

@@ -15,7 +15,7 @@ namespace progcache {
 class MemoryBackend final : public Backend {
  public:
   explicit MemoryBackend(const BackendConfig &config);
-  SharedBlob get(ByteView key) override;
+  SharedBlob get(ByteView key, Access access) override;
   void put(ByteView key, Blob &&record, uint64_t payload_size) override;
   bool remove(ByteView key) override;
   uint64_t count() override;

@@ -264,7 +264,7 @@ std::string RedisBackend::entry_key(ByteView key) const {
   return k;
 }
 
-SharedBlob RedisBackend::get(ByteView key) {
+SharedBlob RedisBackend::get(ByteView key, Access) {
   Connection c = acquire();
   Reply r(nullptr, freeReplyObject);
   try {

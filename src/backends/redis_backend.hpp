@@ -22,7 +22,7 @@ class RedisBackend final : public Backend, public SharedCounters, public LeaseSt
   RedisBackend(Uri &uri, const BackendConfig &config, bool lazy);
   ~RedisBackend() override;
 
-  SharedBlob get(ByteView key) override;
+  SharedBlob get(ByteView key, Access access) override;
   void put(ByteView key, Blob &&record, uint64_t payload_size) override;
   bool remove(ByteView key) override;
   uint64_t count() override;

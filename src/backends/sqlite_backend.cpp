@@ -285,7 +285,7 @@ void SqliteBackend::evict_locked(Totals &t, ByteView keep) {
   }
 }
 
-SharedBlob SqliteBackend::get(ByteView key) {
+SharedBlob SqliteBackend::get(ByteView key, Access access) {
   std::lock_guard lock(mutex_);
   return with_recovery([&]() -> SharedBlob {
     StmtScope q{stmt(kGet)};
@@ -303,6 +303,7 @@ SharedBlob SqliteBackend::get(ByteView key) {
     const int n = sqlite3_column_bytes(q.s, 0);
     auto blob = std::make_shared<Blob>(static_cast<size_t>(n));
     if (n) std::memcpy(blob->data(), sqlite3_column_blob(q.s, 0), static_cast<size_t>(n));
+    if (access == Access::peek) return blob;
     if (pending_touches_.empty()) first_pending_ = std::chrono::steady_clock::now();
     pending_touches_.emplace_back(key.str());
     maybe_flush_touches_locked();

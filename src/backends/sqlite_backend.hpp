@@ -23,7 +23,7 @@ class SqliteBackend final : public Backend, public SharedCounters {
   SqliteBackend(Uri &uri, const BackendConfig &config);
   ~SqliteBackend() override;
 
-  SharedBlob get(ByteView key) override;
+  SharedBlob get(ByteView key, Access access) override;
   void put(ByteView key, Blob &&record, uint64_t payload_size) override;
   bool remove(ByteView key) override;
   uint64_t count() override;

@@ -129,8 +129,8 @@ BundleProgress export_bundle(Cache &cache, const std::string &path,
     write_all(f.get(), header, sizeof header, path);
     p.file_bytes = sizeof header;
     cache.list([&](const EntryInfo &e) {
-      auto hit = cache.get(e.key, false);  // verified; not counted as a use
-      if (!hit) return;                    // evicted or removed since it was listed
+      auto hit = cache.get(e.key, Access::peek);  // verified; not counted as a use
+      if (!hit) return;                           // evicted or removed since it was listed
       const Blob record = encode_entry(e.key, hit->meta, hit->payload, cache.mac(), kCompressLevel);
       uint8_t len[8];
       put_u64(len, record.size());

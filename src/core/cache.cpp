@@ -169,9 +169,10 @@ void Cache::check_key(ByteView key) const {
                 "key is " + std::to_string(key.size) + " bytes (keys are 1 to 65536 bytes)");
 }
 
-std::optional<Hit> Cache::get(ByteView key, bool count_stats) {
+std::optional<Hit> Cache::get(ByteView key, Access access) {
   check_key(key);
-  SharedBlob record = backend_->get(key);
+  const bool count_stats = access == Access::use;
+  SharedBlob record = backend_->get(key, access);
   if (!record && !count_stats) return std::nullopt;
   if (!record) {
     misses_.fetch_add(1, std::memory_order_relaxed);

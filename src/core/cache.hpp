@@ -46,9 +46,10 @@ class Cache final : public MemoStore {
   // Single flight beyond this process for compiles through this cache.
   const CompileCoordinator &coordinator() const { return *coordinator_; }
 
-  // Verified lookup; nullopt on a miss. Damaged records are removed and counted.
-  // count_stats=false for the library's own bookkeeping lookups (the NVRTC-version memo).
-  std::optional<Hit> get(ByteView key, bool count_stats = true);
+  // Verified lookup; nullopt on a miss. Damaged records are removed and counted (as corrupt; as
+  // a miss too on a use). A peek (administration) counts no hit or miss and refreshes no
+  // recency.
+  std::optional<Hit> get(ByteView key, Access access = Access::use);
   // Like get, but hands back a malloc'd payload for the C caller (see release_payload).
   uint8_t *get_owned(ByteView key, size_t *size);
   void put(ByteView key, ByteView payload) { put(key, payload, {}); }

@@ -59,7 +59,7 @@ void TieredBackend::succeeded(Tier &tier) {
     tier.consecutive_failures.store(0, std::memory_order_relaxed);
 }
 
-SharedBlob TieredBackend::get(ByteView key) {
+SharedBlob TieredBackend::get(ByteView key, Access access) {
   std::optional<Error> first_error;
   size_t answered = 0;
   for (size_t i = 0; i < tiers_.size(); ++i) {
@@ -67,7 +67,7 @@ SharedBlob TieredBackend::get(ByteView key) {
     if (!available(tier)) continue;
     std::optional<Hit> hit;
     try {
-      hit = tier.cache->get(key);
+      hit = tier.cache->get(key, access);
     } catch (const Error &e) {
       if (!first_error) first_error = e;
       failed(tier, e);
@@ -76,6 +76,7 @@ SharedBlob TieredBackend::get(ByteView key) {
     succeeded(tier);
     ++answered;
     if (!hit) continue;
+    if (access == Access::peek) return std::move(hit->record);
     // Read through: the tiers above this one missed; give them the entry for next time.
     for (size_t j = 0; j < i; ++j) {
       Tier &upper = *tiers_[j];

@@ -22,7 +22,8 @@ class TieredBackend final : public Backend, public SharedCounters, public LeaseS
  public:
   TieredBackend(std::vector<std::unique_ptr<Cache>> tiers, const BackendConfig &config);
 
-  SharedBlob get(ByteView key) override;
+  // A use copies a hit up into the tiers above the one that had it; a peek copies nothing.
+  SharedBlob get(ByteView key, Access access) override;
   void put(ByteView key, Blob &&record, uint64_t payload_size) override;
   // remove acts on every tier not in back-off, clear on every tier; both throw the first failure
   // (a tier in back-off counts as one) after trying them all: an entry that stays in a tier
