@@ -24,7 +24,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   uint64_t listed = 0;
   cache->list([&](const EntryInfo &e) {
     ++listed;
-    if (!cache->get(e.key, false)) __builtin_trap();
+    if (!cache->get(e.key, Access::peek)) __builtin_trap();
   });
   if (listed > cache->stats().puts) __builtin_trap();
   return 0;
