@@ -14,6 +14,7 @@
 #include "core/compile.hpp"
 #include "core/include_scan.hpp"
 #include "core/key.hpp"
+#include "core/loader.hpp"
 #include "cuda/driver.hpp"
 #include "util/error.hpp"
 #include "util/uri.hpp"
@@ -495,8 +496,7 @@ pcache_status pcache_compile(pcache *cache, const pcache_program *program, pcach
     progcache::ProgramDesc desc = to_desc(program);
     auto result = progcache::compile_through_cache(cache ? &need_cache(cache) : nullptr, desc, {});
     *out = new pcache_compiled{result};
-    if (result->status == Status::compile)
-      throw Error(Status::compile, "NVRTC compile failed:\n" + result->meta.log);
+    progcache::throw_if_compile_failed(*result);
     return PCACHE_OK;
   });
 }
@@ -547,30 +547,11 @@ pcache_status pcache_load_module(pcache *cache, const pcache_program *program,
   if (out) *out = nullptr;
   return guarded(__func__, [&] {
     if (!out) throw invalid("out is NULL");
-    progcache::ProgramDesc desc = to_desc(program);
-    if (desc.target == progcache::Target::ltoir)
-      throw Error(Status::unsupported,
-                  "an LTO-IR result cannot be loaded as a module; link it with nvJitLink");
-    progcache::Cache *core = cache ? &need_cache(cache) : nullptr;
-    auto result = progcache::compile_through_cache(core, desc, {});
-    if (result->status == Status::compile)
-      throw Error(Status::compile, "NVRTC compile failed:\n" + result->meta.log);
-    const progcache::Driver &driver = progcache::Driver::get();
-    void *module = nullptr;
-    int rc = driver.load_module(result->code, &module);
-    if (rc != 0 && progcache::Driver::is_image_rejection(rc) && result->from_cache) {
-      // A cached image this driver cannot load (stale toolkit, damage the checksum missed):
-      // replace it with a fresh compile, once.
-      result = progcache::recompile(core, desc, {});
-      if (result->status == Status::compile)
-        throw Error(Status::compile, "NVRTC compile failed:\n" + result->meta.log);
-      if (core) core->note_healed();
-      rc = driver.load_module(result->code, &module);
-    }
-    if (rc != 0) throw Error(Status::cuda, "cuModuleLoadData failed: " + driver.describe(rc));
+    progcache::LoadedModule loaded =
+        progcache::load_through_cache(cache ? &need_cache(cache) : nullptr, to_desc(program));
     auto m = std::make_unique<pcache_module>();
-    m->module = module;
-    m->compiled.result = std::move(result);
+    m->module = loaded.module;
+    m->compiled.result = std::move(loaded.result);
     *out = m.release();
     return PCACHE_OK;
   });
@@ -589,11 +570,8 @@ pcache_status pcache_module_get_function(pcache_module *module, const char *name
     if (!module || !name || !function) throw invalid("module, name or function is NULL");
     *function = nullptr;
     const char *symbol = pcache_compiled_lowered_name(&module->compiled, name);
-    const progcache::Driver &driver = progcache::Driver::get();
-    const int rc = driver.get_function(module->module, symbol ? symbol : name, function);
-    if (rc == 500 /* CUDA_ERROR_NOT_FOUND */)
+    if (!progcache::Driver::get().get_function(module->module, symbol ? symbol : name, function))
       throw Error(Status::not_found, std::string("no kernel '") + name + "' in the module");
-    if (rc != 0) throw Error(Status::cuda, "cuModuleGetFunction failed: " + driver.describe(rc));
     return PCACHE_OK;
   });
 }
@@ -602,9 +580,7 @@ pcache_status pcache_module_unload(pcache_module *module) {
   return guarded(__func__, [&] {
     if (!module) return PCACHE_OK;
     std::unique_ptr<pcache_module> owned(module);
-    const progcache::Driver &driver = progcache::Driver::get();
-    const int rc = driver.unload(owned->module);
-    if (rc != 0) throw Error(Status::cuda, "cuModuleUnload failed: " + driver.describe(rc));
+    progcache::Driver::get().unload(owned->module);
     return PCACHE_OK;
   });
 }

@@ -41,6 +41,7 @@ static_assert(PCACHE_KEY_SIZE == 32 && PCACHE_MAX_KEY_SIZE == 65536);
 static_assert(PCACHE_VERSION_NUMBER ==
               PCACHE_VERSION_MAJOR * 10000 + PCACHE_VERSION_MINOR * 100 + PCACHE_VERSION_PATCH);
 
+int header_test_cxx();  // referenced by nothing: the file only has to compile
 int header_test_cxx() {
   return PCACHE_ERR_INTERNAL;
 }

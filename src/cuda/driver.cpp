@@ -31,11 +31,6 @@ void Driver::ApiDelete::operator()(const Api *a) const {
   delete a;
 }
 
-bool Driver::is_image_rejection(int r) {
-  return r == CUDA_ERROR_INVALID_IMAGE || r == CUDA_ERROR_NO_BINARY_FOR_GPU ||
-         r == CUDA_ERROR_INVALID_PTX || r == CUDA_ERROR_UNSUPPORTED_PTX_VERSION;
-}
-
 std::string Driver::describe(int r) const {
   const char *name = nullptr, *text = nullptr;
   if (api_ && api_->error_name && api_->error_name(CUresult(r), &name) != CUDA_SUCCESS)
@@ -117,15 +112,16 @@ Driver &Driver::get() {
   return *driver;
 }
 
-int Driver::load_module(ByteView image, void **module) const {
+Driver::Load Driver::load_module(ByteView image, void **module, std::string *why) const {
   CUcontext ctx = nullptr;
   CUresult r = api_->ctx_get_current(&ctx);
-  if (r != CUDA_SUCCESS) return r;
+  if (r != CUDA_SUCCESS) fail("cuCtxGetCurrent", r);
   if (!ctx) {
     CUdevice dev = 0;
-    if ((r = api_->device_get(&dev, 0)) != CUDA_SUCCESS) return r;
-    if ((r = api_->primary_ctx_retain(&ctx, dev)) != CUDA_SUCCESS) return r;
-    if ((r = api_->ctx_set_current(ctx)) != CUDA_SUCCESS) return r;
+    if ((r = api_->device_get(&dev, 0)) != CUDA_SUCCESS) fail("cuDeviceGet", r);
+    if ((r = api_->primary_ctx_retain(&ctx, dev)) != CUDA_SUCCESS)
+      fail("cuDevicePrimaryCtxRetain", r);
+    if ((r = api_->ctx_set_current(ctx)) != CUDA_SUCCESS) fail("cuCtxSetCurrent", r);
   }
   // The driver parses ELF images in place; give it an aligned copy of a misaligned one.
   struct Free {
@@ -135,25 +131,41 @@ int Driver::load_module(ByteView image, void **module) const {
   const void *data = image.data;
   if (reinterpret_cast<uintptr_t>(data) % 16 != 0) {
     aligned.reset(std::malloc(image.size ? image.size : 1));
-    if (!aligned) return CUDA_ERROR_OUT_OF_MEMORY;
+    if (!aligned) throw Error(Status::no_memory, "no memory for an aligned copy of the image");
     std::memcpy(aligned.get(), image.data, image.size);
     data = aligned.get();
   }
   CUmodule m = nullptr;
   r = api_->module_load_data(&m, data);
-  if (r == CUDA_SUCCESS) *module = m;
-  return r;
+  if (r == CUDA_SUCCESS) {
+    *module = m;
+    return Load::loaded;
+  }
+  if (r == CUDA_ERROR_INVALID_IMAGE || r == CUDA_ERROR_NO_BINARY_FOR_GPU ||
+      r == CUDA_ERROR_INVALID_PTX || r == CUDA_ERROR_UNSUPPORTED_PTX_VERSION) {
+    if (why) *why = describe(r);
+    return Load::image_rejected;
+  }
+  fail("cuModuleLoadData", r);
 }
 
-int Driver::get_function(void *module, const char *name, void **function) const {
+bool Driver::get_function(void *module, const char *name, void **function) const {
   CUfunction f = nullptr;
   const CUresult r = api_->module_get_function(&f, static_cast<CUmodule>(module), name);
-  if (r == CUDA_SUCCESS) *function = f;
-  return r;
+  if (r == CUDA_ERROR_NOT_FOUND) return false;
+  if (r != CUDA_SUCCESS) fail("cuModuleGetFunction", r);
+  *function = f;
+  return true;
 }
 
-int Driver::unload(void *module) const {
-  return api_->module_unload(static_cast<CUmodule>(module));
+void Driver::unload(void *module) const {
+  const CUresult r = api_->module_unload(static_cast<CUmodule>(module));
+  if (r != CUDA_SUCCESS) fail("cuModuleUnload", r);
+}
+
+void Driver::fail(const char *call, int result) const {
+  throw Error(result == CUDA_ERROR_OUT_OF_MEMORY ? Status::no_memory : Status::cuda,
+              std::string(call) + " failed: " + describe(result));
 }
 
 }  // namespace progcache

@@ -16,17 +16,20 @@ class Driver {
   static Driver &get();
 
   // cuModuleLoadData into the calling thread's current context, or device 0's primary context
-  // (made current) when the thread has none. Returns the CUresult; *module on success.
-  int load_module(ByteView image, void **module) const;
-  int get_function(void *module, const char *name, void **function) const;
-  int unload(void *module) const;
-  // "CUDA_ERROR_INVALID_IMAGE: device kernel image is invalid"
-  std::string describe(int result) const;
-
-  // Results that mean "this image is not loadable here" (a stale or damaged cached binary).
-  static bool is_image_rejection(int result);
+  // (made current) when the thread has none; *module on success. image_rejected: this driver
+  // cannot load this image (a stale or damaged cached binary), *why says how. Throws
+  // Error(cuda) naming the driver's error for any other failure, Error(no_memory).
+  enum class Load { loaded, image_rejected };
+  [[nodiscard]] Load load_module(ByteView image, void **module, std::string *why) const;
+  // The kernel called name; false when the module has none. Throws Error(cuda) otherwise.
+  [[nodiscard]] bool get_function(void *module, const char *name, void **function) const;
+  // Throws Error(cuda).
+  void unload(void *module) const;
 
  private:
+  // "CUDA_ERROR_INVALID_IMAGE: device kernel image is invalid"
+  std::string describe(int result) const;
+  [[noreturn]] void fail(const char *call, int result) const;
   Driver() = default;
   struct Api;
   struct ApiDelete {
