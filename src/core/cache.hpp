@@ -54,6 +54,10 @@ class Cache final : public MemoStore {
   uint8_t *get_owned(ByteView key, size_t *size);
   void put(ByteView key, ByteView payload) { put(key, payload, {}); }
   void put(ByteView key, ByteView payload, ByteView meta);
+  // Stores a hit another cache verified (a tier copy): the record as it is when this cache would
+  // have encoded it the same way (uncompressed, signed exactly when this cache signs: tiers
+  // share one secret), else re-encoded from the payload. Same checks and statuses as put.
+  void put_verified(ByteView key, const Hit &hit);
   bool remove(ByteView key);
   uint64_t count() { return backend_->count(); }
   uint64_t size() { return backend_->size(); }
@@ -100,6 +104,7 @@ class Cache final : public MemoStore {
   // open() without the coordinator (which needs the finished backend).
   static std::unique_ptr<Cache> open_storage(std::string_view uri, const CacheOptions &options);
   void check_key(ByteView key) const;
+  void check_payload_size(uint64_t size) const;
 
   std::string uri_;
   CacheOptions options_;

@@ -82,7 +82,7 @@ SharedBlob TieredBackend::get(ByteView key, Access access) {
       Tier &upper = *tiers_[j];
       if (!available(upper)) continue;
       try {
-        upper.cache->put(key, hit->payload, hit->meta);
+        upper.cache->put_verified(key, *hit);
         succeeded(upper);
       } catch (const Error &e) {
         failed(upper, e);
@@ -98,12 +98,16 @@ void TieredBackend::put(ByteView key, Blob &&record, uint64_t) {
   std::string why;
   const auto parts = parse_entry(record.view(), &why);
   if (!parts) throw Error(Status::internal, "tiered put: " + why);
+  // The stack's own cache encoded it (plain, unsigned): a tier that would store the same bytes
+  // takes them as they are, the others encode their own.
+  const ByteView payload = parts->payload, meta = parts->meta;
+  const Hit hit{std::make_shared<const Blob>(std::move(record)), payload, meta};
   std::optional<Error> first_error;
   size_t stored = 0;
   for (auto &tier : tiers_) {
     if (!available(*tier)) continue;
     try {
-      tier->cache->put(key, parts->payload, parts->meta);
+      tier->cache->put_verified(key, hit);
       succeeded(*tier);
       ++stored;
     } catch (const Error &e) {

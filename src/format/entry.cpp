@@ -248,6 +248,7 @@ std::optional<EntryParts> parse_entry(ByteView record, std::string *why) {
   parts.payload = {p + parts.payload_offset, stored};
   parts.payload_size = payload_size;
   parts.compressed = compressed;
+  parts.signed_with_mac = flags & kFlagMac;
   return parts;
 }
 

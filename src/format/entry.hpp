@@ -61,6 +61,7 @@ struct EntryParts {
   size_t payload_offset = 0;
   uint64_t payload_size = 0;  // the caller's payload size (uncompressed)
   bool compressed = false;
+  bool signed_with_mac = false;  // the header carries a MAC (verified only by decode_entry)
 };
 
 // Parses the header fields without verifying the checksum; nullopt (with *why) if malformed.
