@@ -58,7 +58,7 @@ class SharedCounters {
  public:
   // Adds delta to the stored counters. Throws Error (busy: the caller keeps delta for later).
   virtual void add_counters(const PersistentCounters &delta) = 0;
-  virtual PersistentCounters counters() = 0;
+  [[nodiscard]] virtual PersistentCounters counters() = 0;
 
  protected:
   ~SharedCounters() = default;
@@ -70,7 +70,7 @@ class LeaseStore {
  public:
   // Tries to take the lease on key. Returns a token when taken (hand it to release_lease), ""
   // when another holder has it. Throws Error when the store fails.
-  virtual std::optional<std::string> try_lease(ByteView key) = 0;
+  [[nodiscard]] virtual std::optional<std::string> try_lease(ByteView key) = 0;
   virtual void release_lease(ByteView key, const std::string &token) = 0;
 
  protected:
@@ -90,17 +90,17 @@ class Backend {
   // The record stored under key, or nullptr on a miss. Damage the backend itself detects (an
   // unreadable file, a reset database) is removed, counted in events->corrupt, and a miss. A
   // use refreshes recency; a peek does not (Redis, which keeps its own LRU, cannot tell them).
-  virtual SharedBlob get(ByteView key, Access access) = 0;
+  [[nodiscard]] virtual SharedBlob get(ByteView key, Access access) = 0;
   // Stores record under key, replacing any old one, then evicts least-recently-used records
   // until the sum of payload sizes fits the cap. payload_size <= cap is checked by the caller.
   virtual void put(ByteView key, Blob &&record, uint64_t payload_size) = 0;
   // true if something was removed.
-  virtual bool remove(ByteView key) = 0;
+  [[nodiscard]] virtual bool remove(ByteView key) = 0;
   // Removes a record the cache found damaged or foreign (its checksum, MAC or key failed): the
   // sizes it claims are not believed when the totals are adjusted. true if something was removed.
-  virtual bool remove_damaged(ByteView key) { return remove(key); }
-  virtual uint64_t count() = 0;
-  virtual uint64_t size() = 0;
+  [[nodiscard]] virtual bool remove_damaged(ByteView key) { return remove(key); }
+  [[nodiscard]] virtual uint64_t count() = 0;
+  [[nodiscard]] virtual uint64_t size() = 0;
   virtual void clear() = 0;
   // Calls fn for every entry, most recently used first where the backend knows the order.
   virtual void list(const std::function<void(const EntryInfo &)> &fn) = 0;
@@ -111,7 +111,7 @@ class Backend {
   // A store keeps at most kMaxMetaRecords (older ones are dropped first where it knows the
   // order): memos are hints, and their number must stay bounded. Throws Error when the store
   // fails.
-  virtual std::optional<std::string> get_meta(std::string_view name) = 0;
+  [[nodiscard]] virtual std::optional<std::string> get_meta(std::string_view name) = 0;
   virtual void put_meta(std::string_view name, ByteView record) = 0;
   static constexpr size_t kMaxMetaRecords = 20000;
 

@@ -195,7 +195,7 @@ std::optional<Hit> Cache::get(ByteView key, Access access) {
   if (!parts) {
     // Damaged or foreign bytes: never returned. Remove them so the next put heals the entry.
     try {
-      backend_->remove_damaged(key);
+      (void)backend_->remove_damaged(key);
     } catch (const Error &) {  // still a miss; the next put replaces it
     }
     corrupt_.fetch_add(1, std::memory_order_relaxed);

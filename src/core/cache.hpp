@@ -42,27 +42,27 @@ struct Hit {
 class Cache final : public MemoStore {
  public:
   // Opens the backend named by uri ("" = default_uri()).
-  static std::unique_ptr<Cache> open(std::string_view uri, const CacheOptions &options);
+  [[nodiscard]] static std::unique_ptr<Cache> open(std::string_view uri, const CacheOptions &options);
   // Single flight beyond this process for compiles through this cache.
   const CompileCoordinator &coordinator() const { return *coordinator_; }
 
   // Verified lookup; nullopt on a miss. Damaged records are removed and counted (as corrupt; as
   // a miss too on a use). A peek (administration) counts no hit or miss and refreshes no
   // recency.
-  std::optional<Hit> get(ByteView key, Access access = Access::use);
+  [[nodiscard]] std::optional<Hit> get(ByteView key, Access access = Access::use);
   // Like get, but hands back a malloc'd payload for the C caller (see release_payload).
-  uint8_t *get_owned(ByteView key, size_t *size);
+  [[nodiscard]] uint8_t *get_owned(ByteView key, size_t *size);
   void put(ByteView key, ByteView payload) { put(key, payload, {}); }
   void put(ByteView key, ByteView payload, ByteView meta);
   // Stores a hit another cache verified (a tier copy): the record as it is when this cache would
   // have encoded it the same way (uncompressed, signed exactly when this cache signs: tiers
   // share one secret), else re-encoded from the payload. Same checks and statuses as put.
   void put_verified(ByteView key, const Hit &hit);
-  bool remove(ByteView key);
-  uint64_t count() { return backend_->count(); }
-  uint64_t size() { return backend_->size(); }
+  [[nodiscard]] bool remove(ByteView key);
+  [[nodiscard]] uint64_t count() { return backend_->count(); }
+  [[nodiscard]] uint64_t size() { return backend_->size(); }
   void clear() { backend_->clear(); }
-  CacheStats stats() const;
+  [[nodiscard]] CacheStats stats() const;
   // Per tier for a tiered cache (URI order); one element (this cache) otherwise.
   std::vector<std::pair<std::string, CacheStats>> tier_stats() const;
   // The tiers of a tiered cache, fastest first; empty for any other cache.
@@ -72,7 +72,7 @@ class Cache final : public MemoStore {
     pending_saved_us_.fetch_add(compile_us, std::memory_order_relaxed);
   }
   // The counters shared by every process using this storage (flushes this handle's first).
-  PersistentCounters persistent_counters();
+  [[nodiscard]] PersistentCounters persistent_counters();
   // Writes this handle's not-yet-shared counter deltas to the storage.
   void flush_counters();
   // Calls fn for every entry (see Backend::list).

@@ -146,7 +146,7 @@ std::shared_ptr<CompileResult> compile_once_across_machines(Cache *cache,
 }  // namespace
 
 PreparedCompile prepare_compile(Cache *cache, const ProgramDesc &program) {
-  canonical_options(program.options, program.extra_digest.has_value());  // refuse early
+  (void)canonical_options(program.options, program.extra_digest.has_value());  // refuse early
   PreparedCompile prepared;
   prepared.context.nvrtc_build = current_nvrtc_identity(locate_nvrtc(), cache).key_text();
   char cwd[PATH_MAX];
@@ -237,7 +237,7 @@ std::shared_ptr<CompileResult> recompile(Cache *cache, ProgramDesc program,
                                          const CompileOptions &) {
   const auto t0 = std::chrono::steady_clock::now();
   const PreparedCompile prepared = prepare_compile(cache, program);
-  if (cache) cache->remove(ByteView(prepared.key.data(), prepared.key.size()));
+  if (cache) (void)cache->remove(ByteView(prepared.key.data(), prepared.key.size()));
   auto r = compile_and_store(cache, program, prepared, cache != nullptr);
   r->elapsed_us = us_since(t0);
   return r;

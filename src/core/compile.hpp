@@ -35,15 +35,15 @@ struct PreparedCompile {
   std::string uncacheable;  // non-empty: compile, but never look up or store (the reason)
 };
 // Throws Error: invalid_arg (refused options), cuda_unavailable (no NVRTC to identify).
-PreparedCompile prepare_compile(Cache *cache, const ProgramDesc &program);
+[[nodiscard]] PreparedCompile prepare_compile(Cache *cache, const ProgramDesc &program);
 
 // cache may be null (compile without caching). Throws Error for anything but a compile error.
-std::shared_ptr<CompileResult> compile_through_cache(Cache *cache, ProgramDesc program,
+[[nodiscard]] std::shared_ptr<CompileResult> compile_through_cache(Cache *cache, ProgramDesc program,
                                                      const CompileOptions &options);
 
 // Removes key from cache and compiles again, bypassing lookup (self-healing after the driver
 // rejected a cached image).
-std::shared_ptr<CompileResult> recompile(Cache *cache, ProgramDesc program,
+[[nodiscard]] std::shared_ptr<CompileResult> recompile(Cache *cache, ProgramDesc program,
                                          const CompileOptions &options);
 
 }  // namespace progcache

@@ -41,7 +41,7 @@ struct CompileContext {
 // that it never shares a key with one NVRTC accepts (tests/option_spellings_test.cpp asks NVRTC).
 // Throws Error(invalid_arg) for options the key cannot account for (see docs/keys.md), unless
 // has_extra_digest allows the PCH ones.
-std::vector<std::string> canonical_options(const std::vector<std::string_view> &options,
+[[nodiscard]] std::vector<std::string> canonical_options(const std::vector<std::string_view> &options,
                                            bool has_extra_digest);
 
 // True when NVRTC's output for these options embeds the working directory (line info, debug
@@ -50,7 +50,7 @@ bool output_embeds_working_dir(const std::vector<std::string_view> &options);
 
 // Derives the key; context (may be null, for pcache_make_key) adds the NVRTC build, the
 // working directory and the headers on disk. Throws Error(invalid_arg) for refused inputs.
-Key derive_key(const ProgramDesc &program, const CompileContext *context = nullptr);
+[[nodiscard]] Key derive_key(const ProgramDesc &program, const CompileContext *context = nullptr);
 
 // The key's inputs one by one, for explaining a miss: ("source", digest), ("option[0]",
 // "--gpu-architecture=sm_90"), ("header a.h", digest), ... Small fields are kept as text, large
@@ -62,6 +62,6 @@ std::vector<std::pair<std::string, std::string>> key_fields(
 const char *key_hash_name();
 
 // BLAKE2b-256 (SHA-256 under FIPS) of bytes: what header contents are keyed by.
-ContentDigest content_digest(ByteView bytes);
+[[nodiscard]] ContentDigest content_digest(ByteView bytes);
 
 }  // namespace progcache

@@ -24,6 +24,6 @@ void throw_if_compile_failed(const CompileResult &result);
 // see) is removed, compiled afresh and loaded once more; the cache counts it as healed. A fresh
 // image the driver rejects is Error(cuda). Throws Error(unsupported) for an LTO-IR target,
 // Error(cuda_unavailable) without a usable driver, Error(cuda) naming the driver's error.
-LoadedModule load_through_cache(Cache *cache, const ProgramDesc &program);
+[[nodiscard]] LoadedModule load_through_cache(Cache *cache, const ProgramDesc &program);
 
 }  // namespace progcache

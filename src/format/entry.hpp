@@ -51,7 +51,7 @@ class MacKey {
 // Builds the record for (key, meta, payload), signed when mac is not null. compress_level > 0
 // stores the payload zstd-compressed at that level when that makes the record smaller (payloads
 // under 64 bytes or incompressible ones are stored as they are).
-Blob encode_entry(ByteView key, ByteView meta, ByteView payload, const MacKey *mac = nullptr,
+[[nodiscard]] Blob encode_entry(ByteView key, ByteView meta, ByteView payload, const MacKey *mac = nullptr,
                   int compress_level = 0);
 
 struct EntryParts {
@@ -65,18 +65,18 @@ struct EntryParts {
 };
 
 // Parses the header fields without verifying the checksum; nullopt (with *why) if malformed.
-std::optional<EntryParts> parse_entry(ByteView record, std::string *why);
+[[nodiscard]] std::optional<EntryParts> parse_entry(ByteView record, std::string *why);
 
 // Parses and verifies a record read back for expected_key: structure, key equality and (when
 // verify_checksum) the checksum and, when mac is not null, the MAC (an unsigned entry fails).
 // nullopt with *why set if anything is wrong.
-std::optional<EntryParts> decode_entry(ByteView record, ByteView expected_key, bool verify_checksum,
+[[nodiscard]] std::optional<EntryParts> decode_entry(ByteView record, ByteView expected_key, bool verify_checksum,
                                        std::string *why, const MacKey *mac = nullptr);
 
 // For a compressed entry (parts from parse_entry/decode_entry of record): a new, uncompressed,
 // unsigned record holding the same key, metadata and payload. nullopt with *why set if the frame
 // is damaged or does not decompress to exactly parts.payload_size bytes.
-std::optional<Blob> inflate_entry(const EntryParts &parts, std::string *why);
+[[nodiscard]] std::optional<Blob> inflate_entry(const EntryParts &parts, std::string *why);
 
 // zstd levels accepted by encode_entry (1..ZSTD_maxCLevel()).
 int max_compress_level();
@@ -87,11 +87,11 @@ int max_compress_level();
 // otherwise. Cheap (no checksum): what accounting may trust without reading whole entries. A
 // flipped size bit or a file that is not an entry gives nullopt, never a made-up size.
 inline constexpr size_t kEntryProbeSize = 4096;
-std::optional<uint64_t> entry_payload_size_checked(ByteView head, uint64_t record_size);
+[[nodiscard]] std::optional<uint64_t> entry_payload_size_checked(ByteView head, uint64_t record_size);
 
 // The key an entry's first bytes hold, when head reaches past it (unchecked: pair it with
 // entry_payload_size_checked). nullopt when head is too short or not an entry header.
-std::optional<ByteView> entry_key_in(ByteView head);
+[[nodiscard]] std::optional<ByteView> entry_key_in(ByteView head);
 
 // The payload size a header claims, unchecked (0 if bad): for listings only, never accounting.
 std::optional<uint64_t> entry_payload_size(ByteView header);
