@@ -685,11 +685,14 @@ void FileStreamBackend::list(const std::function<void(const EntryInfo &)> &fn) {
       const auto payload =
           entry_payload_size_checked(ByteView(header, size_t(n)), uint64_t(st.st_size));
       if (!payload) return;
-      uint32_t key_size = 0;
-      for (int i = 0; i < 4; ++i) key_size |= uint32_t(header[8 + i]) << (8 * i);
-      if (key_size > 65536 || kEntryHeaderSize + key_size > uint64_t(st.st_size)) return;
-      std::string key(key_size, '\0');
-      if (!pread_all(fd.get(), key.data(), key_size, kEntryHeaderSize)) return;
+      const ByteView head(header, size_t(n));
+      const auto key_size = entry_key_size(head);
+      if (!key_size || kEntryHeaderSize + *key_size > uint64_t(st.st_size)) return;
+      std::string key(*key_size, '\0');
+      if (const auto in_head = entry_key_in(head))
+        key.assign(in_head->str());
+      else if (!pread_all(fd.get(), key.data(), *key_size, kEntryHeaderSize))
+        return;
       entries.push_back({mtime_ns(st), EntryInfo{std::move(key), *payload, int64_t(st.st_mtime)}});
     });
   }

@@ -13,6 +13,7 @@
 #include <optional>
 
 #include "format/entry.hpp"
+#include "util/endian.hpp"
 #include "util/error.hpp"
 #include "util/fsutil.hpp"
 #include "util/uri.hpp"
@@ -30,12 +31,10 @@ constexpr uint64_t kMaxRecord = (4ull << 30) + (1ull << 20);
 using File = std::unique_ptr<FILE, int (*)(FILE *)>;
 
 void put_u64(uint8_t *p, uint64_t v) {
-  for (int i = 0; i < 8; ++i) p[i] = uint8_t(v >> (8 * i));
+  store_le(p, v, 8);
 }
 uint64_t get_u64(const uint8_t *p) {
-  uint64_t v = 0;
-  for (int i = 0; i < 8; ++i) v |= uint64_t(p[i]) << (8 * i);
-  return v;
+  return load_le(p, 8);
 }
 
 class Ticker {

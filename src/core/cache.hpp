@@ -127,6 +127,6 @@ class Cache final : public MemoStore {
 // Frees a payload returned by Cache::get_owned (NULL ok).
 void release_payload(void *payload) noexcept;
 
-inline constexpr size_t kMaxKeySize = 65536;
+inline constexpr size_t kMaxKeySize = kMaxEntryKeySize;
 
 }  // namespace progcache

@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include "util/endian.hpp"
+
 namespace progcache {
 namespace {
 
@@ -17,10 +19,10 @@ enum Tag : uint8_t {
 };
 
 void put_u32(std::string &out, uint32_t v) {
-  for (int i = 0; i < 4; ++i) out.push_back(char(v >> (8 * i)));
+  append_le(out, v, 4);
 }
 void put_u64(std::string &out, uint64_t v) {
-  for (int i = 0; i < 8; ++i) out.push_back(char(v >> (8 * i)));
+  append_le(out, v, 8);
 }
 void record(std::string &out, uint8_t tag, std::string_view value) {
   out.push_back(char(tag));
@@ -32,11 +34,6 @@ std::string pair_value(const std::string &a, const std::string &b) {
   put_u32(v, uint32_t(a.size()));
   v += a;
   v += b;
-  return v;
-}
-uint64_t get_le(const uint8_t *p, int n) {
-  uint64_t v = 0;
-  for (int i = 0; i < n; ++i) v |= uint64_t(p[i]) << (8 * i);
   return v;
 }
 
@@ -66,14 +63,14 @@ std::optional<CompiledMeta> decode_meta(ByteView bytes) {
   size_t pos = 4;
   auto split_pair = [](std::string_view v) -> std::optional<std::pair<std::string, std::string>> {
     if (v.size() < 4) return std::nullopt;
-    const uint64_t n = get_le(reinterpret_cast<const uint8_t *>(v.data()), 4);
+    const uint64_t n = load_le(reinterpret_cast<const uint8_t *>(v.data()), 4);
     if (n > v.size() - 4) return std::nullopt;
     return std::make_pair(std::string(v.substr(4, n)), std::string(v.substr(4 + n)));
   };
   while (pos < bytes.size) {
     if (bytes.size - pos < 5) return std::nullopt;
     const uint8_t tag = bytes.data[pos];
-    const uint64_t len = get_le(bytes.data + pos + 1, 4);
+    const uint64_t len = load_le(bytes.data + pos + 1, 4);
     pos += 5;
     if (len > bytes.size - pos) return std::nullopt;
     const std::string_view v(reinterpret_cast<const char *>(bytes.data + pos), len);
@@ -82,15 +79,15 @@ std::optional<CompiledMeta> decode_meta(ByteView bytes) {
     switch (tag) {
       case kTarget:
         if (len != 4) return std::nullopt;
-        m.target = int32_t(get_le(u, 4));
+        m.target = int32_t(load_le(u, 4));
         break;
       case kNvrtcVersion:
         if (len != 4) return std::nullopt;
-        m.nvrtc_version = uint32_t(get_le(u, 4));
+        m.nvrtc_version = uint32_t(load_le(u, 4));
         break;
       case kCompileUs:
         if (len != 8) return std::nullopt;
-        m.compile_us = get_le(u, 8);
+        m.compile_us = load_le(u, 8);
         break;
       case kProgramName:
         m.program_name = std::string(v);

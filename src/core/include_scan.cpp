@@ -13,6 +13,7 @@
 #include <set>
 #include <unordered_map>
 
+#include "util/endian.hpp"
 #include "util/fork_guard.hpp"
 #include "util/fsutil.hpp"
 
@@ -248,7 +249,7 @@ FileFacts extract_facts(std::string_view text) {
 
 // Memo encoding: "PCF1", digest, time_macros, computed, directives (u32 little-endian lengths).
 void put_u32(std::string &out, uint32_t v) {
-  for (int i = 0; i < 4; ++i) out += char(uint8_t(v >> (8 * i)));
+  append_le(out, v, 4);
 }
 
 std::string encode_facts(const FileFacts &f) {
@@ -280,9 +281,7 @@ class MemoReader {
   std::optional<uint32_t> u32() {
     auto b = take(4);
     if (!b) return std::nullopt;
-    uint32_t v = 0;
-    for (int i = 0; i < 4; ++i) v |= uint32_t(uint8_t((*b)[i])) << (8 * i);
-    return v;
+    return uint32_t(load_le(reinterpret_cast<const uint8_t *>(b->data()), 4));
   }
   std::optional<uint64_t> u64() {
     auto lo = u32(), hi = lo ? u32() : std::nullopt;

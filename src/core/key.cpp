@@ -8,6 +8,7 @@
 #include <memory>
 #include <mutex>
 
+#include "util/endian.hpp"
 #include "util/env.hpp"
 #include "util/error.hpp"
 
@@ -126,7 +127,7 @@ class Hasher {
   }
   void u64(uint64_t v) {
     uint8_t b[8];
-    for (int i = 0; i < 8; ++i) b[i] = static_cast<uint8_t>(v >> (8 * i));
+    store_le(b, v, 8);
     raw(b, 8);
   }
   // Tag + length prefix: no two different field sequences produce the same byte stream.

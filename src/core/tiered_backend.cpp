@@ -59,35 +59,34 @@ void TieredBackend::succeeded(Tier &tier) {
     tier.consecutive_failures.store(0, std::memory_order_relaxed);
 }
 
+template <typename Fn>
+bool TieredBackend::attempt(Tier &tier, Fn &&fn, std::optional<Error> *first_error) {
+  if (!available(tier)) return false;
+  try {
+    fn();
+  } catch (const Error &e) {
+    if (first_error && !*first_error) *first_error = e;
+    failed(tier, e);
+    return false;
+  }
+  succeeded(tier);
+  return true;
+}
+
 SharedBlob TieredBackend::get(ByteView key, Access access) {
   std::optional<Error> first_error;
   size_t answered = 0;
   for (size_t i = 0; i < tiers_.size(); ++i) {
-    Tier &tier = *tiers_[i];
-    if (!available(tier)) continue;
     std::optional<Hit> hit;
-    try {
-      hit = tier.cache->get(key, access);
-    } catch (const Error &e) {
-      if (!first_error) first_error = e;
-      failed(tier, e);
+    if (!attempt(
+            *tiers_[i], [&] { hit = tiers_[i]->cache->get(key, access); }, &first_error))
       continue;
-    }
-    succeeded(tier);
     ++answered;
     if (!hit) continue;
     if (access == Access::peek) return std::move(hit->record);
     // Read through: the tiers above this one missed; give them the entry for next time.
-    for (size_t j = 0; j < i; ++j) {
-      Tier &upper = *tiers_[j];
-      if (!available(upper)) continue;
-      try {
-        upper.cache->put_verified(key, *hit);
-        succeeded(upper);
-      } catch (const Error &e) {
-        failed(upper, e);
-      }
-    }
+    for (size_t j = 0; j < i; ++j)
+      attempt(*tiers_[j], [&] { tiers_[j]->cache->put_verified(key, *hit); });
     return std::move(hit->record);
   }
   if (answered == 0 && first_error) throw *first_error;
@@ -104,17 +103,9 @@ void TieredBackend::put(ByteView key, Blob &&record, uint64_t) {
   const Hit hit{std::make_shared<const Blob>(std::move(record)), payload, meta};
   std::optional<Error> first_error;
   size_t stored = 0;
-  for (auto &tier : tiers_) {
-    if (!available(*tier)) continue;
-    try {
-      tier->cache->put_verified(key, hit);
-      succeeded(*tier);
-      ++stored;
-    } catch (const Error &e) {
-      if (!first_error) first_error = e;
-      failed(*tier, e);
-    }
-  }
+  for (auto &tier : tiers_)
+    stored += attempt(
+        *tier, [&] { tier->cache->put_verified(key, hit); }, &first_error);
   if (stored == 0) {
     if (first_error) throw *first_error;
     throw Error(Status::remote, "tiered put: every tier is in back-off after failures");
@@ -134,13 +125,8 @@ bool TieredBackend::remove(ByteView key) {
                                                 "not removed there");
       continue;
     }
-    try {
-      removed = tier->cache->remove(key) || removed;
-      succeeded(*tier);
-    } catch (const Error &e) {
-      if (!first_error) first_error = e;
-      failed(*tier, e);
-    }
+    attempt(
+        *tier, [&] { removed = tier->cache->remove(key) || removed; }, &first_error);
   }
   if (first_error) throw *first_error;
   return removed;
@@ -163,13 +149,10 @@ void TieredBackend::clear() {
 uint64_t TieredBackend::from_deepest(const char *what, uint64_t (Cache::*fn)()) {
   std::optional<Error> first_error;
   for (auto it = tiers_.rbegin(); it != tiers_.rend(); ++it) {
-    if (!available(**it)) continue;
-    try {
-      return ((*it)->cache.get()->*fn)();
-    } catch (const Error &e) {
-      if (!first_error) first_error = e;
-      failed(**it, e);
-    }
+    uint64_t value = 0;
+    if (attempt(
+            **it, [&] { value = ((*it)->cache.get()->*fn)(); }, &first_error))
+      return value;
   }
   if (first_error) throw *first_error;
   throw Error(Status::remote,
@@ -187,14 +170,11 @@ uint64_t TieredBackend::size() {
 void TieredBackend::list(const std::function<void(const EntryInfo &)> &fn) {
   std::unordered_set<std::string> seen;
   for (auto &tier : tiers_) {
-    if (!available(*tier)) continue;
-    try {
+    attempt(*tier, [&] {
       tier->cache->list([&](const EntryInfo &e) {
         if (seen.insert(e.key).second) fn(e);
       });
-    } catch (const Error &e) {
-      failed(*tier, e);
-    }
+    });
   }
 }
 
@@ -206,15 +186,9 @@ void TieredBackend::add_counters(const PersistentCounters &delta) {
   if (delta.compile_us_saved == 0) return;
   PersistentCounters saved;
   saved.compile_us_saved = delta.compile_us_saved;
-  for (auto &tier : tiers_) {
-    SharedCounters *shared = tier->cache->backend().shared_counters();
-    if (!shared || !available(*tier)) continue;
-    try {
-      shared->add_counters(saved);
-    } catch (const Error &e) {
-      failed(*tier, e);
-    }
-  }
+  for (auto &tier : tiers_)
+    if (SharedCounters *shared = tier->cache->backend().shared_counters())
+      attempt(*tier, [&] { shared->add_counters(saved); });
 }
 
 PersistentCounters TieredBackend::counters() {
@@ -224,18 +198,12 @@ PersistentCounters TieredBackend::counters() {
 
 std::optional<std::string> TieredBackend::try_lease(ByteView key) {
   for (size_t i = 0; i < tiers_.size(); ++i) {
-    Tier &tier = *tiers_[i];
-    LeaseStore *leases = tier.cache->backend().leases();
-    if (!leases || !available(tier)) continue;
-    try {
-      if (auto token = leases->try_lease(key)) {
-        succeeded(tier);
-        // The tier's index travels in the token, so the release goes back to it.
-        return token->empty() ? *token : std::to_string(i) + ":" + *token;
-      }
-    } catch (const Error &e) {
-      failed(tier, e);
-    }
+    LeaseStore *leases = tiers_[i]->cache->backend().leases();
+    std::optional<std::string> token;
+    if (!leases || !attempt(*tiers_[i], [&] { token = leases->try_lease(key); }) || !token)
+      continue;
+    // The tier's index travels in the token, so the release goes back to it.
+    return token->empty() ? *token : std::to_string(i) + ":" + *token;
   }
   return std::nullopt;
 }
@@ -244,39 +212,22 @@ void TieredBackend::release_lease(ByteView key, const std::string &token) {
   const size_t colon = token.find(':');
   const size_t i = std::strtoul(token.substr(0, colon).c_str(), nullptr, 10);
   if (colon == std::string::npos || i >= tiers_.size()) return;
-  LeaseStore *leases = tiers_[i]->cache->backend().leases();
-  if (!leases) return;
-  try {
-    leases->release_lease(key, token.substr(colon + 1));
-  } catch (const Error &e) {
-    failed(*tiers_[i], e);  // the lease expires by itself
-  }
+  // A failure is only recorded: the lease expires by itself.
+  if (LeaseStore *leases = tiers_[i]->cache->backend().leases())
+    attempt(*tiers_[i], [&] { leases->release_lease(key, token.substr(colon + 1)); });
 }
 
 std::optional<std::string> TieredBackend::get_meta(std::string_view name) {
   for (auto &tier : tiers_) {
-    if (!available(*tier)) continue;
-    try {
-      auto record = tier->cache->backend().get_meta(name);
-      succeeded(*tier);
-      if (record) return record;
-    } catch (const Error &e) {
-      failed(*tier, e);
-    }
+    std::optional<std::string> record;
+    if (attempt(*tier, [&] { record = tier->cache->backend().get_meta(name); }) && record)
+      return record;
   }
   return std::nullopt;
 }
 
 void TieredBackend::put_meta(std::string_view name, ByteView record) {
-  for (auto &tier : tiers_) {
-    if (!available(*tier)) continue;
-    try {
-      tier->cache->backend().put_meta(name, record);
-      succeeded(*tier);
-    } catch (const Error &e) {
-      failed(*tier, e);
-    }
-  }
+  for (auto &tier : tiers_) attempt(*tier, [&] { tier->cache->backend().put_meta(name, record); });
 }
 
 uint64_t TieredBackend::max_payload_size() const {

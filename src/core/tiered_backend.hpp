@@ -70,6 +70,11 @@ class TieredBackend final : public Backend, public SharedCounters, public LeaseS
     std::atomic<uint64_t> errors{0}, skips{0};
   };
   bool available(Tier &tier);
+  // Runs fn against one tier, keeping its back-off state: a tier in back-off is not called, a
+  // failure is recorded (and kept in *first_error when given, if it is the first). true when
+  // fn ran and succeeded.
+  template <typename Fn>
+  bool attempt(Tier &tier, Fn &&fn, std::optional<Error> *first_error = nullptr);
   void failed(Tier &tier, const Error &e);
   void succeeded(Tier &tier);
   // fn of the deepest tier that answers.

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "util/endian.hpp"
 #include "util/error.hpp"
 
 namespace progcache {
@@ -19,15 +20,6 @@ constexpr char kMagic[4] = {'P', 'C', 'E', 'N'};
 constexpr uint16_t kFlagMac = 1;
 constexpr uint16_t kFlagZstd = 2;
 constexpr size_t kMinCompressSize = 64;
-
-void store_le(uint8_t *p, uint64_t v, int n) {
-  for (int i = 0; i < n; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
-}
-uint64_t load_le(const uint8_t *p, int n) {
-  uint64_t v = 0;
-  for (int i = 0; i < n; ++i) v |= static_cast<uint64_t>(p[i]) << (8 * i);
-  return v;
-}
 
 void checksum(const uint8_t *record, size_t body_size, uint8_t out[16]) {
   const uint64_t seed = XXH3_64bits(record, 32);
@@ -206,6 +198,13 @@ std::optional<uint64_t> entry_payload_size_checked(ByteView head, uint64_t recor
       ZSTD_getFrameContentSize(head.data + prefix, head.size - prefix);
   if (declared != payload_size) return std::nullopt;
   return payload_size;
+}
+
+std::optional<size_t> entry_key_size(ByteView head) {
+  if (head.size < kEntryHeaderSize || std::memcmp(head.data, kMagic, 4) != 0) return std::nullopt;
+  const uint64_t key_size = load_le(head.data + 8, 4);
+  if (key_size > kMaxEntryKeySize) return std::nullopt;
+  return size_t(key_size);
 }
 
 std::optional<ByteView> entry_key_in(ByteView head) {

@@ -35,6 +35,8 @@
 namespace progcache {
 
 inline constexpr size_t kEntryHeaderSize = 64;
+// The longest key an entry holds (PCACHE_MAX_KEY_SIZE).
+inline constexpr size_t kMaxEntryKeySize = 65536;
 inline constexpr uint16_t kEntryFormatVersion = 1;
 
 // A secret for entry MACs (BLAKE2BMAC keyed with BLAKE2b-512 of the secret).
@@ -51,8 +53,8 @@ class MacKey {
 // Builds the record for (key, meta, payload), signed when mac is not null. compress_level > 0
 // stores the payload zstd-compressed at that level when that makes the record smaller (payloads
 // under 64 bytes or incompressible ones are stored as they are).
-[[nodiscard]] Blob encode_entry(ByteView key, ByteView meta, ByteView payload, const MacKey *mac = nullptr,
-                  int compress_level = 0);
+[[nodiscard]] Blob encode_entry(ByteView key, ByteView meta, ByteView payload,
+                                const MacKey *mac = nullptr, int compress_level = 0);
 
 struct EntryParts {
   ByteView key;
@@ -70,8 +72,9 @@ struct EntryParts {
 // Parses and verifies a record read back for expected_key: structure, key equality and (when
 // verify_checksum) the checksum and, when mac is not null, the MAC (an unsigned entry fails).
 // nullopt with *why set if anything is wrong.
-[[nodiscard]] std::optional<EntryParts> decode_entry(ByteView record, ByteView expected_key, bool verify_checksum,
-                                       std::string *why, const MacKey *mac = nullptr);
+[[nodiscard]] std::optional<EntryParts> decode_entry(ByteView record, ByteView expected_key,
+                                                     bool verify_checksum, std::string *why,
+                                                     const MacKey *mac = nullptr);
 
 // For a compressed entry (parts from parse_entry/decode_entry of record): a new, uncompressed,
 // unsigned record holding the same key, metadata and payload. nullopt with *why set if the frame
@@ -87,11 +90,15 @@ int max_compress_level();
 // otherwise. Cheap (no checksum): what accounting may trust without reading whole entries. A
 // flipped size bit or a file that is not an entry gives nullopt, never a made-up size.
 inline constexpr size_t kEntryProbeSize = 4096;
-[[nodiscard]] std::optional<uint64_t> entry_payload_size_checked(ByteView head, uint64_t record_size);
+[[nodiscard]] std::optional<uint64_t> entry_payload_size_checked(ByteView head,
+                                                                 uint64_t record_size);
 
 // The key an entry's first bytes hold, when head reaches past it (unchecked: pair it with
 // entry_payload_size_checked). nullopt when head is too short or not an entry header.
 [[nodiscard]] std::optional<ByteView> entry_key_in(ByteView head);
+// Where an entry's key lies: its size from the header (at most kMaxEntryKeySize), at offset
+// kEntryHeaderSize. nullopt when head is not an entry header or the size is out of range.
+[[nodiscard]] std::optional<size_t> entry_key_size(ByteView head);
 
 // The payload size a header claims, unchecked (0 if bad): for listings only, never accounting.
 std::optional<uint64_t> entry_payload_size(ByteView header);
