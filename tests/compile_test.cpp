@@ -4,6 +4,7 @@
 #include <cstring>
 #include <thread>
 
+#include "core/cache.hpp"
 #include "cuda/nvrtc.hpp"
 #include "proc_util.hpp"
 #include "test_util.hpp"
@@ -170,26 +171,37 @@ TEST(Compile, EightThreadsMissingOneKeyCompileOnce) {
   ::setenv("PCACHE_TEST_REAL_NVRTC", real.c_str(), 1);
   ::setenv("PCACHE_NVRTC_LIBRARY", PCACHE_FAKE_NVRTC, 1);
   ::setenv("PCACHE_TEST_NVRTC_COUNT", count.c_str(), 1);
-  Handle c("sqlite:" + (d / "cache.db"));
-  Program prog;
-  prog.source = unique_source("threads");
+  const std::string uri = "sqlite:" + (d / "cache.db");
   std::vector<std::string> keys(8);
   std::vector<int> statuses(8, -100);
-  std::vector<std::thread> threads;
-  for (int t = 0; t < 8; ++t)
-    threads.emplace_back([&, t] {
-      Compiled r(c, prog);
-      statuses[t] = r.status;
-      keys[t] = r.r ? r.key() : "";
-    });
-  for (auto &t : threads) t.join();
+  std::vector<uint64_t> compile_us(8);
+  {
+    Handle c(uri);
+    Program prog;
+    prog.source = unique_source("threads");
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 8; ++t)
+      threads.emplace_back([&, t] {
+        Compiled r(c, prog);
+        statuses[t] = r.status;
+        keys[t] = r.r ? r.key() : "";
+        compile_us[t] = pcache_compiled_compile_us(r.r);
+      });
+    for (auto &t : threads) t.join();
+  }
   ::unsetenv("PCACHE_NVRTC_LIBRARY");
   ::unsetenv("PCACHE_TEST_NVRTC_COUNT");
   for (int t = 0; t < 8; ++t) {
     EXPECT_EQ(statuses[t], PCACHE_OK);
     EXPECT_EQ(keys[t], keys[0]);
+    EXPECT_EQ(compile_us[t], compile_us[0]);
   }
   EXPECT_EQ(compile_count(count), 1u);
+  // The seven callers spared the compile are hits that saved it, whether they found the entry
+  // or waited for the leader's result (waiters used to count as neither: 0.0 s saved).
+  const auto shared = progcache::Cache::open(uri, {})->persistent_counters();
+  EXPECT_EQ(shared.hits, 7);
+  EXPECT_EQ(uint64_t(shared.compile_us_saved), 7 * compile_us[0]);
 }
 
 TEST(Compile, FourProcessesMissingOneKeyCompileOnce) {
@@ -209,6 +221,11 @@ TEST(Compile, FourProcessesMissingOneKeyCompileOnce) {
   EXPECT_EQ(lines, 4u) << out;
   EXPECT_EQ(ok, 4u) << out;
   EXPECT_EQ(compile_count(count), 1u) << out;
+  // The three processes that waited for the compiling one are hits that saved its compile.
+  const auto shared =
+      progcache::Cache::open("sqlite:" + (d / "cache.db"), {})->persistent_counters();
+  EXPECT_EQ(shared.hits, 3) << out;
+  EXPECT_GT(shared.compile_us_saved, 0) << out;
 }
 
 // NVRTC refusing a program in a call other than a compile error (an option it does not know:

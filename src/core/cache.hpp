@@ -42,7 +42,8 @@ struct Hit {
 class Cache final : public MemoStore {
  public:
   // Opens the backend named by uri ("" = default_uri()).
-  [[nodiscard]] static std::unique_ptr<Cache> open(std::string_view uri, const CacheOptions &options);
+  [[nodiscard]] static std::unique_ptr<Cache> open(std::string_view uri,
+                                                   const CacheOptions &options);
   // Single flight beyond this process for compiles through this cache.
   const CompileCoordinator &coordinator() const { return *coordinator_; }
 
@@ -70,6 +71,12 @@ class Cache final : public MemoStore {
   // A compile served from the cache saved this much NVRTC time.
   void note_compile_hit(uint64_t compile_us) {
     pending_saved_us_.fetch_add(compile_us, std::memory_order_relaxed);
+  }
+  // A compile answered by another thread's compile of the same key (no lookup of its own): a
+  // shared hit that saved compile_us.
+  void note_shared_compile(uint64_t compile_us) {
+    pending_hits_.fetch_add(1, std::memory_order_relaxed);
+    note_compile_hit(compile_us);
   }
   // The counters shared by every process using this storage (flushes this handle's first).
   [[nodiscard]] PersistentCounters persistent_counters();

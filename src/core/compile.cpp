@@ -58,6 +58,14 @@ std::shared_ptr<CompileResult> lookup(Cache *cache, const Key &key) {
   return hit ? from_hit(std::move(*hit), key) : nullptr;
 }
 
+// A hit that spared this caller a compile: counted with the NVRTC time it saved (whether the
+// entry was there at once or appeared while this caller waited for another's compile).
+std::shared_ptr<CompileResult> lookup_and_credit(Cache *cache, const Key &key) {
+  auto r = lookup(cache, key);
+  if (r) cache->note_compile_hit(r->meta.compile_us);
+  return r;
+}
+
 std::shared_ptr<CompileResult> compile_and_store(Cache *cache, const ProgramDesc &program,
                                                  const PreparedCompile &prepared, bool store) {
   const NvrtcLocation loc = locate_nvrtc();
@@ -132,14 +140,14 @@ std::shared_ptr<CompileResult> compile_once_across_machines(Cache *cache,
     if (answer == CompileCoordinator::LeaseAnswer::taken) {
       const auto lease = coordinator.hold(k, std::move(token));
       // The previous holder may have stored it between our last look and our lease.
-      if (auto r = lookup(cache, key)) return r;
+      if (auto r = lookup_and_credit(cache, key)) return r;
       return compile_and_store(cache, program, prepared, true);
     }
     if (std::chrono::steady_clock::now() >= deadline)
       return compile_and_store(cache, program, prepared, true);
     std::this_thread::sleep_for(delay);
     delay = std::min(delay * 2, std::chrono::milliseconds(250));
-    if (auto r = lookup(cache, key)) return r;
+    if (auto r = lookup_and_credit(cache, key)) return r;
   }
 }
 
@@ -172,10 +180,7 @@ std::shared_ptr<CompileResult> compile_through_cache(Cache *cache, ProgramDesc p
   };
   if (!cache || !prepared.uncacheable.empty())
     return finish(compile_and_store(cache, program, prepared, cache != nullptr));
-  if (auto r = lookup(cache, key)) {
-    cache->note_compile_hit(r->meta.compile_us);
-    return finish(std::move(r));
-  }
+  if (auto r = lookup_and_credit(cache, key)) return finish(std::move(r));
 
   // Single flight within the process.
   const FlightKey flight_key{cache, key};
@@ -197,10 +202,12 @@ std::shared_ptr<CompileResult> compile_through_cache(Cache *cache, ProgramDesc p
         flight->result) {
       auto r = std::make_shared<CompileResult>(*flight->result);
       r->from_cache = r->status == Status::ok;
+      // Another thread's compile answered this call: a hit that saved a compile.
+      if (r->from_cache) cache->note_shared_compile(r->meta.compile_us);
       return finish(std::move(r));
     }
     lock.unlock();
-    if (auto r = lookup(cache, key)) return finish(std::move(r));
+    if (auto r = lookup_and_credit(cache, key)) return finish(std::move(r));
     return finish(compile_and_store(cache, program, prepared, true));  // waited too long
   }
   std::shared_ptr<CompileResult> result;
@@ -208,7 +215,7 @@ std::shared_ptr<CompileResult> compile_through_cache(Cache *cache, ProgramDesc p
     // Single flight across processes: whoever holds the stripe lock compiles; the others find
     // its result when they get the lock.
     const auto cross_process = cache->coordinator().lock_processes(key, options.wait_timeout_ms);
-    result = lookup(cache, key);
+    result = lookup_and_credit(cache, key);
     if (!result) result = compile_once_across_machines(cache, program, prepared, options);
   } catch (...) {
     std::lock_guard lock(g_flights_mutex);
