@@ -10,7 +10,9 @@
 #include <ctime>
 #include <fstream>
 #include <functional>
+#include <iostream>
 #include <map>
+#include <set>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -92,9 +94,9 @@ const std::map<std::string, std::string> kCommandHelp = {
      "counters and compile time saved, shared by every process using the cache.\n"},
     {"ls", "usage: progcache ls\nOne line per entry: key, size, target, NVRTC, last use.\n"},
     {"get",
-     "usage: progcache get KEY -o FILE\nKEY is hex (as ls prints it) or text:STRING.\n"
-     "Exit status 1 on a miss.\n"},
-    {"put", "usage: progcache put KEY FILE\n"},
+     "usage: progcache get KEY -o FILE\nKEY is hex (as ls prints it) or text:STRING; FILE -\n"
+     "is standard output. Exit status 1 on a miss.\n"},
+    {"put", "usage: progcache put KEY FILE\nFILE - is standard input.\n"},
     {"rm", "usage: progcache rm KEY\nExit status 1 if there was no such entry.\n"},
     {"clear", "usage: progcache clear\n"},
     {"prune",
@@ -102,7 +104,7 @@ const std::map<std::string, std::string> kCommandHelp = {
      "the stored payloads fit SIZE (500M, 10G, 1048576).\n"},
     {"verify",
      "usage: progcache verify\nReads and checks every entry; damaged ones are removed "
-     "and reported.\n"},
+     "and reported.\nExit status 1 when damage was found (and removed), like fsck.\n"},
     {"evict",
      "usage: progcache evict --older-than AGE | --nvrtc-version V\n"
      "AGE: 30d, 12h, 15m, 45s. V: an NVRTC version such as 12.4 or 13.0.\n"},
@@ -152,7 +154,14 @@ std::string parse_key(const std::string &text) {
   return out;
 }
 
+// "-" is standard input.
 std::string read_file(const std::string &path) {
+  if (path == "-") {
+    std::stringstream ss;
+    ss << std::cin.rdbuf();
+    if (std::cin.bad()) throw Error(Status::io, "cannot read standard input");
+    return ss.str();
+  }
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error(Status::io, "cannot read '" + path + "': " + std::strerror(errno));
   std::stringstream ss;
@@ -160,7 +169,13 @@ std::string read_file(const std::string &path) {
   return ss.str();
 }
 
+// "-" is standard output.
 void write_file(const std::string &path, ByteView data) {
+  if (path == "-") {
+    if (std::fwrite(data.data, 1, data.size, stdout) != data.size || std::fflush(stdout) != 0)
+      throw Error(Status::io, std::string("cannot write standard output: ") + std::strerror(errno));
+    return;
+  }
   std::ofstream out(path, std::ios::binary | std::ios::trunc);
   out.write(reinterpret_cast<const char *>(data.data), std::streamsize(data.size));
   if (!out) throw Error(Status::io, "cannot write '" + path + "': " + std::strerror(errno));
@@ -393,7 +408,7 @@ void print_tiers(Cache &cache) {
   }
 }
 
-int cmd_stats(Cache &cache) {
+int cmd_stats(Cache &cache, uint64_t cap) {
   if (!cache.tiers().empty()) {  // each tier keeps its own entries and counters
     std::printf("cache:               %s\n", cache.display_uri().c_str());
     print_tiers(cache);
@@ -404,9 +419,8 @@ int cmd_stats(Cache &cache) {
   std::printf("cache:               %s\n", cache.display_uri().c_str());
   std::printf("entries:             %llu\n", (unsigned long long)count);
   std::printf("size:                %s\n", human_size(size).c_str());
-  std::printf("cap:                 %s\n", cache.max_size_bytes()
-                                               ? human_size(cache.max_size_bytes()).c_str()
-                                               : "none (set PCACHE_MAX_SIZE or --max-size)");
+  std::printf("cap:                 %s\n",
+              cap ? human_size(cap).c_str() : "none (set PCACHE_MAX_SIZE or --max-size)");
   std::printf("hits:                %lld\n", (long long)pc.hits);
   std::printf("misses:              %lld\n", (long long)pc.misses);
   const int64_t lookups = pc.hits + pc.misses;
@@ -453,9 +467,10 @@ int cmd_verify(Cache &cache) {
       std::fprintf(stderr, "progcache: verify: %zu entries checked\n", checked);
   });
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const uint64_t damaged = cache.stats().corrupt - corrupt_before;
   std::printf("verified %zu entries in %.2f s: %zu good, %llu damaged and removed\n", checked, secs,
-              good, (unsigned long long)(cache.stats().corrupt - corrupt_before));
-  return 0;
+              good, (unsigned long long)damaged);
+  return damaged ? 1 : 0;  // like fsck: 1 says damage was found (and repaired)
 }
 
 int cmd_evict(Cache &cache, const std::vector<std::string> &args) {
@@ -557,8 +572,11 @@ int run(int argc, char **argv) {
                   ": cache is not pruned by progcache (Redis evicts by its maxmemory policy; "
                   "prune each local tier by its own URI)");
   }
+  // Only commands that store apply the cap (and so may evict when it is smaller than what is
+  // stored): `progcache --max-size 1K stats` used to evict every entry.
+  static const std::set<std::string> kStoring = {"compile", "put", "import", "prune"};
   CacheOptions options;
-  options.max_size_bytes = max_size;
+  options.max_size_bytes = kStoring.count(command) ? max_size : 0;
   const auto t0 = std::chrono::steady_clock::now();
   auto cache = Cache::open(uri, options);  // prune: opening with the smaller cap evicts down to it
   auto need = [&](size_t n) {
@@ -569,7 +587,7 @@ int run(int argc, char **argv) {
   if (command == "compile") return cmd_compile(*cache, rest);
   if (command == "explain") return cmd_explain(*cache, rest);
   if (command == "deps") return cmd_deps(*cache, rest);
-  if (command == "stats") return need(0), cmd_stats(*cache);
+  if (command == "stats") return need(0), cmd_stats(*cache, max_size);
   if (command == "ls") return need(0), cmd_ls(*cache);
   if (command == "verify") return need(0), cmd_verify(*cache);
   if (command == "evict") return cmd_evict(*cache, rest);
@@ -599,7 +617,8 @@ int run(int argc, char **argv) {
       return 1;
     }
     write_file(rest[2], hit->payload);
-    std::printf("wrote %zu bytes to %s\n", hit->payload.size, rest[2].c_str());
+    if (rest[2] != "-")  // standard output holds the bytes and nothing else
+      std::printf("wrote %zu bytes to %s\n", hit->payload.size, rest[2].c_str());
     return 0;
   }
   if (command == "put") {

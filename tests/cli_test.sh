@@ -68,6 +68,23 @@ for adm in "sqlite:$work/adm.db?max_size=3000" "filestream:$work/adm-fs?max_size
   want='wrote' check "the others stay (${adm%%:*})" 0 "$pc" --cache "$adm" get text:b -o "$work/x"
 done
 
+# A cap given to a command that only reads never evicts (--max-size 1K stats used to empty it).
+rd="sqlite:$work/read-only-cap.db"
+"$pc" --cache "$rd" put text:big "$kernel" >/dev/null
+want='cap: +1(\.0)? ?K' check "stats shows the cap it was given" 0 "$pc" --cache "$rd" --max-size 1K stats
+want='wrote' check "a read with a small --max-size evicted nothing" 0 "$pc" --cache "$rd" get text:big -o "$work/x"
+want='entries: +1' check "and the count says so" 0 "$pc" --cache "$rd" --max-size 1K stats
+# Standard streams: get -o - writes the bytes and nothing else; put KEY - reads them.
+want='^' check "put from standard input" 0 bash -c "'$pc' --cache '$rd' put text:piped - < '$kernel'"
+want='^' check "get to standard output is exactly the bytes" 0 bash -c "'$pc' --cache '$rd' get text:piped -o - | cmp - '$kernel'"
+# verify is fsck-like: exit 1 when it found (and removed) damage, 0 when all was well.
+vd="$work/verify-fs"
+"$pc" --cache "filestream:$vd" put text:v "$kernel" >/dev/null
+entry=$(find "$vd" -path '*/[0-9a-f][0-9a-f]/*' -type f | head -1)
+printf '\xff' | dd of="$entry" bs=1 seek=200 conv=notrunc status=none
+want='1 damaged and removed' check "verify finds damage and exits 1" 1 "$pc" --cache "filestream:$vd" verify
+want='0 damaged' check "verify of a sound cache exits 0" 0 "$pc" --cache "filestream:$vd" verify
+
 # export / import: a warmed cache shipped as one file into another backend.
 src="sqlite:$work/src.db"
 "$pc" --cache "$src" compile "$kernel" --name-expression 'scale_add<float>' -- --std=c++17 >/dev/null
