@@ -90,8 +90,10 @@ const std::map<std::string, std::string> kCommandHelp = {
      "Derives FILE's key as compile would and, on a miss, names every key field that\n"
      "differs from the closest stored entry with the same program name.\n"},
     {"stats",
-     "usage: progcache stats\nEntries, stored bytes, cap, and the hit/miss/eviction\n"
-     "counters and compile time saved, shared by every process using the cache.\n"},
+     "usage: progcache stats [--zero]\nEntries, stored bytes, cap, and the hit/miss/eviction\n"
+     "counters and compile time saved, shared by every process using the cache.\n"
+     "--zero (-z) sets those counters to zero (like ccache -z); entries stay. clear removes\n"
+     "entries and leaves the counters.\n"},
     {"ls", "usage: progcache ls\nOne line per entry: key, size, target, NVRTC, last use.\n"},
     {"get",
      "usage: progcache get KEY -o FILE\nKEY is hex (as ls prints it) or text:STRING; FILE -\n"
@@ -587,6 +589,11 @@ int run(int argc, char **argv) {
   if (command == "compile") return cmd_compile(*cache, rest);
   if (command == "explain") return cmd_explain(*cache, rest);
   if (command == "deps") return cmd_deps(*cache, rest);
+  if (command == "stats" && rest.size() == 1 && (rest[0] == "--zero" || rest[0] == "-z")) {
+    cache->zero_counters();
+    std::printf("statistics zeroed (%llu entries kept)\n", (unsigned long long)cache->count());
+    return 0;
+  }
   if (command == "stats") return need(0), cmd_stats(*cache, max_size);
   if (command == "ls") return need(0), cmd_ls(*cache);
   if (command == "verify") return need(0), cmd_verify(*cache);

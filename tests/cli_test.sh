@@ -85,6 +85,16 @@ printf '\xff' | dd of="$entry" bs=1 seek=200 conv=notrunc status=none
 want='1 damaged and removed' check "verify finds damage and exits 1" 1 "$pc" --cache "filestream:$vd" verify
 want='0 damaged' check "verify of a sound cache exits 0" 0 "$pc" --cache "filestream:$vd" verify
 
+# stats --zero resets the shared counters and keeps the entries; clear does the reverse.
+for zc in "sqlite:$work/zero.db" "filestream:$work/zero-fs"; do
+  "$pc" --cache "$zc" put text:z "$kernel" >/dev/null
+  "$pc" --cache "$zc" get text:z -o "$work/x" >/dev/null
+  want='hits: +1' check "a hit is counted (${zc%%:*})" 0 "$pc" --cache "$zc" stats
+  want='statistics zeroed \(1 entries kept\)' check "stats --zero (${zc%%:*})" 0 "$pc" --cache "$zc" stats --zero
+  want='hits: +0' check "hits are zero after stats --zero (${zc%%:*})" 0 "$pc" --cache "$zc" stats
+  want='entries: +1' check "entries stay after stats --zero (${zc%%:*})" 0 "$pc" --cache "$zc" stats
+done
+
 # export / import: a warmed cache shipped as one file into another backend.
 src="sqlite:$work/src.db"
 "$pc" --cache "$src" compile "$kernel" --name-expression 'scale_add<float>' -- --std=c++17 >/dev/null

@@ -10,6 +10,7 @@
 #include <random>
 #include <thread>
 
+#include "core/cache.hpp"
 #include "cuda/nvrtc.hpp"
 #include "redis_server.hpp"
 #include "test_util.hpp"
@@ -562,4 +563,22 @@ TEST(Redis, AKeyOfTheWrongTypeIsAMissNotAnOutage) {
   std::string v;
   Handle plain(shared_redis().uri(prefix));
   EXPECT_EQ(plain.get("k2", &v), PCACHE_OK) << pcache_last_error();
+}
+
+// `progcache stats --zero` on a Redis store: the shared counters go, the entries stay.
+TEST(Redis, ZeroingTheSharedCountersKeepsTheEntries) {
+  RedisServer server;
+  TempDir d;
+  const std::string uri = server.uri(redis_prefix(d));
+  {
+    auto cache = progcache::Cache::open(uri, {});
+    cache->put(progcache::ByteView("k", 1), progcache::ByteView("v", 1));
+    ASSERT_TRUE(cache->get(progcache::ByteView("k", 1)));
+    EXPECT_EQ(cache->persistent_counters().hits, 1);
+    cache->zero_counters();
+    EXPECT_EQ(cache->persistent_counters().hits, 0);
+  }
+  auto again = progcache::Cache::open(uri, {});
+  EXPECT_EQ(again->persistent_counters().hits, 0);
+  EXPECT_EQ(again->count(), 1u);
 }

@@ -37,11 +37,17 @@ struct BackendConfig {
 // Counters kept with the storage and shared by every process that opens it (`progcache stats`).
 struct PersistentCounters {
   int64_t hits = 0, misses = 0, evictions = 0, compile_us_saved = 0;
+  // Every counter with the name stores keep it under: the one list the stores iterate.
+  struct Field {
+    const char *name;
+    int64_t PersistentCounters::*value;
+  };
+  static constexpr Field kFields[] = {{"hits", &PersistentCounters::hits},
+                                      {"misses", &PersistentCounters::misses},
+                                      {"evictions", &PersistentCounters::evictions},
+                                      {"compile_us_saved", &PersistentCounters::compile_us_saved}};
   PersistentCounters &operator+=(const PersistentCounters &o) {
-    hits += o.hits;
-    misses += o.misses;
-    evictions += o.evictions;
-    compile_us_saved += o.compile_us_saved;
+    for (const Field &f : kFields) this->*f.value += o.*f.value;
     return *this;
   }
 };
@@ -59,6 +65,9 @@ class SharedCounters {
   // Adds delta to the stored counters. Throws Error (busy: the caller keeps delta for later).
   virtual void add_counters(const PersistentCounters &delta) = 0;
   [[nodiscard]] virtual PersistentCounters counters() = 0;
+  // Sets every stored counter to zero (`progcache stats --zero`); entries are untouched.
+  // Throws Error.
+  virtual void reset_counters() = 0;
 
  protected:
   ~SharedCounters() = default;

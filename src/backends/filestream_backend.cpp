@@ -714,4 +714,13 @@ PersistentCounters FileStreamBackend::counters() {
   return read_totals_locked().counters;
 }
 
+void FileStreamBackend::reset_counters() {
+  if (::faccessat(dir_fd_.get(), ".", W_OK, 0) != 0)
+    throw_errno("cannot reset the counters of cache directory '" + dir_ + "'");
+  StatsLock lock(*this);
+  Totals t = read_totals_locked();
+  t.counters = {};
+  write_totals_locked(t);
+}
+
 }  // namespace progcache

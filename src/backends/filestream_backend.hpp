@@ -31,6 +31,7 @@ class FileStreamBackend final : public Backend, public SharedCounters {
   void list(const std::function<void(const EntryInfo &)> &fn) override;
   void add_counters(const PersistentCounters &delta) override;
   PersistentCounters counters() override;
+  void reset_counters() override;
   SharedCounters *shared_counters() override { return this; }
   // Memos live in DIR/meta/, one file per name, written like entries (temp file, rename).
   std::optional<std::string> get_meta(std::string_view name) override;

@@ -432,14 +432,11 @@ uint64_t RedisBackend::max_payload_size() const {
 void RedisBackend::add_counters(const PersistentCounters &d) {
   Connection c = acquire();
   const std::string stats = prefix_ + "stats";
-  const std::pair<const char *, int64_t> fields[] = {{"hits", d.hits},
-                                                     {"misses", d.misses},
-                                                     {"evictions", d.evictions},
-                                                     {"compile_us_saved", d.compile_us_saved}};
   int sent = 0;
-  for (const auto &[name, value] : fields)
-    if (value) {
-      c.append({std::string_view("HINCRBY"), stats, std::string_view(name), std::to_string(value)});
+  for (const auto &field : PersistentCounters::kFields)
+    if (const int64_t value = d.*field.value) {
+      c.append({std::string_view("HINCRBY"), stats, std::string_view(field.name),
+                std::to_string(value)});
       ++sent;
     }
   for (int i = 0; i < sent; ++i) c.reply();
@@ -453,12 +450,15 @@ PersistentCounters RedisBackend::counters() {
   for (size_t i = 0; i + 1 < r->elements; i += 2) {
     const std::string name(r->element[i]->str, r->element[i]->len);
     const int64_t v = int64_t(reply_uint(r->element[i + 1]));
-    if (name == "hits") out.hits = v;
-    if (name == "misses") out.misses = v;
-    if (name == "evictions") out.evictions = v;
-    if (name == "compile_us_saved") out.compile_us_saved = v;
+    for (const auto &field : PersistentCounters::kFields)
+      if (name == field.name) out.*field.value = v;
   }
   return out;
+}
+
+void RedisBackend::reset_counters() {
+  Connection c = acquire();
+  c.command({std::string_view("DEL"), prefix_ + "stats"});
 }
 
 }  // namespace progcache

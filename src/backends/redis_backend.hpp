@@ -32,6 +32,7 @@ class RedisBackend final : public Backend, public SharedCounters, public LeaseSt
   void list(const std::function<void(const EntryInfo &)> &fn) override;
   void add_counters(const PersistentCounters &delta) override;
   PersistentCounters counters() override;
+  void reset_counters() override;
   SharedCounters *shared_counters() override { return this; }
   LeaseStore *leases() override { return this; }
   uint64_t retry_backoff_ms() const override { return backoff_ms_; }

@@ -446,14 +446,11 @@ void SqliteBackend::add_counters(const PersistentCounters &d) {
   with_recovery([&] {
     // Advisory counters never make a lookup wait for a writer: busy, they go back to the handle.
     const bool done = try_write_txn([&] {
-      const std::pair<const char *, int64_t> adds[] = {{"hits", d.hits},
-                                                       {"misses", d.misses},
-                                                       {"evictions", d.evictions},
-                                                       {"compile_us_saved", d.compile_us_saved}};
-      for (const auto &[name, value] : adds) {
+      for (const auto &field : PersistentCounters::kFields) {
+        const int64_t value = d.*field.value;
         if (!value) continue;
         StmtScope q{stmt(kMetaAdd)};
-        sqlite3_bind_text(q.s, 1, name, -1, SQLITE_STATIC);
+        sqlite3_bind_text(q.s, 1, field.name, -1, SQLITE_STATIC);
         sqlite3_bind_int64(q.s, 2, value);
         const int rc = sqlite3_step(q.s);
         if (rc != SQLITE_DONE) fail(rc, "cannot update the shared counters");
@@ -467,11 +464,18 @@ PersistentCounters SqliteBackend::counters() {
   std::lock_guard lock(mutex_);
   return with_recovery([&] {
     PersistentCounters c;
-    c.hits = meta_get("hits");
-    c.misses = meta_get("misses");
-    c.evictions = meta_get("evictions");
-    c.compile_us_saved = meta_get("compile_us_saved");
+    for (const auto &field : PersistentCounters::kFields) c.*field.value = meta_get(field.name);
     return c;
+  });
+}
+
+void SqliteBackend::reset_counters() {
+  std::lock_guard lock(mutex_);
+  with_recovery([&] {
+    if (read_only_) throw Error(Status::permission, "cache database '" + path_ + "' is read-only");
+    write_txn([&] {
+      for (const auto &field : PersistentCounters::kFields) meta_set(field.name, 0);
+    });
   });
 }
 

@@ -33,6 +33,7 @@ class SqliteBackend final : public Backend, public SharedCounters {
   void list(const std::function<void(const EntryInfo &)> &fn) override;
   void add_counters(const PersistentCounters &delta) override;
   PersistentCounters counters() override;
+  void reset_counters() override;
   SharedCounters *shared_counters() override { return this; }
   std::optional<std::string> get_meta(std::string_view name) override;
   void put_meta(std::string_view name, ByteView record) override;

@@ -316,6 +316,16 @@ void Cache::flush_counters() {
   }
 }
 
+void Cache::zero_counters() {
+  pending_hits_.store(0);
+  pending_misses_.store(0);
+  pending_saved_us_.store(0);
+  flushed_evictions_.store(events_.evictions.load());
+  if (SharedCounters *shared = backend_->shared_counters()) return shared->reset_counters();
+  std::lock_guard lock(local_counters_mutex_);
+  local_counters_ = {};
+}
+
 PersistentCounters Cache::persistent_counters() {
   flush_counters();
   if (SharedCounters *shared = backend_->shared_counters()) return shared->counters();

@@ -82,6 +82,9 @@ class Cache final : public MemoStore {
   [[nodiscard]] PersistentCounters persistent_counters();
   // Writes this handle's not-yet-shared counter deltas to the storage.
   void flush_counters();
+  // Zeroes the shared counters (and drops this handle's unshared deltas); entries, and this
+  // handle's own statistics, are untouched.
+  void zero_counters();
   // Calls fn for every entry (see Backend::list).
   void list(const std::function<void(const EntryInfo &)> &fn) { backend_->list(fn); }
   ~Cache() override;

@@ -38,12 +38,13 @@ struct PreparedCompile {
 [[nodiscard]] PreparedCompile prepare_compile(Cache *cache, const ProgramDesc &program);
 
 // cache may be null (compile without caching). Throws Error for anything but a compile error.
-[[nodiscard]] std::shared_ptr<CompileResult> compile_through_cache(Cache *cache, ProgramDesc program,
-                                                     const CompileOptions &options);
+[[nodiscard]] std::shared_ptr<CompileResult> compile_through_cache(Cache *cache,
+                                                                   ProgramDesc program,
+                                                                   const CompileOptions &options);
 
 // Removes key from cache and compiles again, bypassing lookup (self-healing after the driver
 // rejected a cached image).
 [[nodiscard]] std::shared_ptr<CompileResult> recompile(Cache *cache, ProgramDesc program,
-                                         const CompileOptions &options);
+                                                       const CompileOptions &options);
 
 }  // namespace progcache

@@ -41,8 +41,8 @@ struct CompileContext {
 // that it never shares a key with one NVRTC accepts (tests/option_spellings_test.cpp asks NVRTC).
 // Throws Error(invalid_arg) for options the key cannot account for (see docs/keys.md), unless
 // has_extra_digest allows the PCH ones.
-[[nodiscard]] std::vector<std::string> canonical_options(const std::vector<std::string_view> &options,
-                                           bool has_extra_digest);
+[[nodiscard]] std::vector<std::string> canonical_options(
+    const std::vector<std::string_view> &options, bool has_extra_digest);
 
 // True when NVRTC's output for these options embeds the working directory (line info, debug
 // info: the DWARF compilation directory), so the key must cover it.

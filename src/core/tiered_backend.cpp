@@ -196,6 +196,19 @@ PersistentCounters TieredBackend::counters() {
   return counters_;
 }
 
+void TieredBackend::reset_counters() {
+  {
+    std::lock_guard lock(counters_mutex_);
+    counters_ = {};
+  }
+  std::optional<Error> first_error;
+  for (auto &tier : tiers_)
+    if (SharedCounters *shared = tier->cache->backend().shared_counters())
+      attempt(
+          *tier, [&] { shared->reset_counters(); }, &first_error);
+  if (first_error) throw *first_error;
+}
+
 std::optional<std::string> TieredBackend::try_lease(ByteView key) {
   for (size_t i = 0; i < tiers_.size(); ++i) {
     LeaseStore *leases = tiers_[i]->cache->backend().leases();

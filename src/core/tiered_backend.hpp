@@ -43,6 +43,8 @@ class TieredBackend final : public Backend, public SharedCounters, public LeaseS
   // stack's own totals stay in this process.
   void add_counters(const PersistentCounters &delta) override;
   PersistentCounters counters() override;
+  // Every tier's stored counters, and the stack's own.
+  void reset_counters() override;
   SharedCounters *shared_counters() override { return this; }
   // Leases come from the first available tier that keeps them (the shared store).
   std::optional<std::string> try_lease(ByteView key) override;
