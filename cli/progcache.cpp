@@ -257,6 +257,12 @@ int cmd_compile(Cache &cache, const std::vector<std::string> &args) {
     std::fprintf(stderr, "%s", r->meta.log.c_str());
     throw Error(Status::compile, "NVRTC could not compile " + c.file + " (log above)");
   }
+  // NVRTC's warnings and ptxas output (-Xptxas -v), replayed from the stored log on a hit, so
+  // that a hit shows what the compile that made it showed.
+  if (!r->meta.log.empty()) {
+    std::fputs(r->meta.log.c_str(), stderr);
+    if (r->meta.log.back() != '\n') std::fputc('\n', stderr);
+  }
   if (r->from_cache)
     std::printf("hit:  %s in %s (NVRTC %s took %s when it was compiled)\n", c.file.c_str(),
                 ms(r->elapsed_us).c_str(), nvrtc_text(r->meta.nvrtc_version).c_str(),

@@ -95,6 +95,18 @@ for zc in "sqlite:$work/zero.db" "filestream:$work/zero-fs"; do
   want='entries: +1' check "entries stay after stats --zero (${zc%%:*})" 0 "$pc" --cache "$zc" stats
 done
 
+# NVRTC's warnings and ptxas output are shown, and replayed from the stored log on a hit (a hit
+# that drops them breaks tools that parse -Xptxas -v, as NVRTC's own cache did for nvFuser).
+printf '__global__ void k(float *x) { int unused; x[threadIdx.x] = 1.0f; }\n' >"$work/warn.cu"
+shows_log() {  # hit|miss: the compile was that, and showed NVRTC's warning and ptxas -v output
+  local out
+  out=$("$pc" --cache "sqlite:$work/log.db" compile "$work/warn.cu" -- -Xptxas -v 2>&1)
+  grep -q "^$1:" <<<"$out" && grep -q 'warning #177' <<<"$out" &&
+    grep -q 'ptxas info *: Compiling entry function' <<<"$out" && echo shown
+}
+want='^shown$' check "a miss shows NVRTC's warnings and ptxas output" 0 shows_log miss
+want='^shown$' check "a hit replays them from the stored log" 0 shows_log hit
+
 # export / import: a warmed cache shipped as one file into another backend.
 src="sqlite:$work/src.db"
 "$pc" --cache "$src" compile "$kernel" --name-expression 'scale_add<float>' -- --std=c++17 >/dev/null
