@@ -262,16 +262,8 @@ void BM_MakeKey(benchmark::State &st) {
   const std::string src = payload(size_t(st.range(0)));
   const char *options[] = {"-arch=sm_90", "--std=c++17", "-DN=4"};
   const char *exprs[] = {"kernel<float>"};
-  pcache_program p;
-  std::memset(&p, 0, sizeof p);
-  p.struct_size = sizeof p;
-  p.name = "k.cu";
-  p.source = src.data();
+  pcache_program p = testutil::make_program("k.cu", src, options, 3, exprs, 1);
   p.source_size = src.size();
-  p.options = options;
-  p.num_options = 3;
-  p.name_expressions = exprs;
-  p.num_name_expressions = 1;
   p.nvrtc_version = 13000;
   uint8_t key[PCACHE_KEY_SIZE];
   for (auto _ : st) {
@@ -318,14 +310,8 @@ const char *const kToolkitOptions[] = {"-arch=sm_90", "-I/usr/local/cuda/include
                                        "-I/usr/local/cuda/include"};
 
 pcache_program toolkit_program() {
-  pcache_program p;
-  std::memset(&p, 0, sizeof p);
-  p.struct_size = sizeof p;
-  p.name = "toolkit.cu";
-  p.source = kToolkitKernel;
-  p.options = kToolkitOptions;
-  p.num_options = 3;
-  return p;
+  static const std::string source = kToolkitKernel;
+  return testutil::make_program("toolkit.cu", source, kToolkitOptions, 3);
 }
 
 void BM_CompileHitToolkitHeaders(benchmark::State &st) {

@@ -31,78 +31,23 @@
 #include <vector>
 
 #include "bench_util.hpp"
+#include "redis_server.hpp"
 
 namespace {
 
 using benchutil::smoke;
 using benchutil::temp_dir;
 
-// A redis-server for the whole run, killed with this process.
-class Server {
- public:
-  Server() {
-    if (const char *p = std::getenv("PCACHE_BENCH_REDIS_PORT")) {
-      port_ = std::atoi(p);
-      return;
-    }
-    for (int attempt = 0; attempt < 5 && pid_ <= 0; ++attempt) start();
-    if (pid_ <= 0) {
-      std::fprintf(stderr, "cannot start redis-server (install the redis-server package)\n");
-      std::exit(1);
-    }
-  }
-  ~Server() {
-    if (pid_ > 0) {
-      ::kill(pid_, SIGTERM);
-      ::waitpid(pid_, nullptr, 0);
-    }
-  }
-  int port() const { return port_; }
-
- private:
-  void start() {
-    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof a;
-    ::bind(fd, reinterpret_cast<sockaddr *>(&a), sizeof a);
-    ::getsockname(fd, reinterpret_cast<sockaddr *>(&a), &len);
-    ::close(fd);
-    port_ = ntohs(a.sin_port);
-    const std::string port = std::to_string(port_), dir = temp_dir();
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-      ::execlp("redis-server", "redis-server", "--port", port.c_str(), "--bind", "127.0.0.1",
-               "--save", "", "--appendonly", "no", "--dir", dir.c_str(), "--logfile",
-               (dir + "/redis.log").c_str(), static_cast<char *>(nullptr));
-      ::_exit(127);
-    }
-    for (int i = 0; i < 300; ++i) {
-      if (::waitpid(pid_, nullptr, WNOHANG) == pid_) break;
-      timeval tv{1, 0};
-      redisContext *c = redisConnectWithTimeout("127.0.0.1", port_, tv);
-      const bool up = c && !c->err;
-      redisFree(c);
-      if (up) return;
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    ::kill(pid_, SIGKILL);
-    ::waitpid(pid_, nullptr, 0);
-    pid_ = -1;
-  }
-  int port_ = 0;
-  pid_t pid_ = -1;
-};
-
-Server &server() {
-  static Server s;
-  return s;
+// A redis-server for the whole run (tests/support, as the tests start theirs), or the one at
+// PCACHE_BENCH_REDIS_PORT.
+int server_port() {
+  if (const char *p = std::getenv("PCACHE_BENCH_REDIS_PORT")) return std::atoi(p);
+  static testutil::RedisServer server;
+  return server.port();
 }
 
 std::string redis_uri(const std::string &prefix, const std::string &params = "") {
-  return "redis://127.0.0.1:" + std::to_string(server().port()) + "/0?prefix=" + prefix + params;
+  return "redis://127.0.0.1:" + std::to_string(server_port()) + "/0?prefix=" + prefix + params;
 }
 
 pcache *open_cache(const std::string &uri) {
@@ -171,7 +116,7 @@ void time_gets(benchmark::State &st, pcache *c, const std::string &key, size_t b
 
 void BM_RedisBareGet(benchmark::State &st) {
   timeval tv{5, 0};
-  redisContext *c = redisConnectWithTimeout("127.0.0.1", server().port(), tv);
+  redisContext *c = redisConnectWithTimeout("127.0.0.1", server_port(), tv);
   const std::string v = random_payload(size_t(st.range(0)));
   auto *r = static_cast<redisReply *>(
       redisCommand(c, "SET bare:%lld %b", (long long)st.range(0), v.data(), v.size()));

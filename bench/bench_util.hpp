@@ -8,6 +8,9 @@
 #include <cstring>
 #include <string>
 
+#include "programs.hpp"
+#include "scratch.hpp"
+
 namespace benchutil {
 
 // PCACHE_BENCH_SMOKE=1: shrink the set-up (CI runs one iteration of each benchmark).
@@ -18,12 +21,7 @@ inline bool smoke() {
 
 // One scratch directory per process under $TMPDIR, made on first use.
 inline std::string temp_dir() {
-  static const std::string dir = [] {
-    const char *base = std::getenv("TMPDIR");
-    std::string t = std::string(base && *base ? base : "/tmp") + "/pcache-bench-XXXXXX";
-    if (!::mkdtemp(t.data())) std::abort();
-    return t;
-  }();
+  static const std::string dir = testutil::make_scratch_dir("bench");
   return dir;
 }
 
@@ -32,17 +30,7 @@ inline std::string temp_dir() {
 inline pcache_program kernels_program(const std::string &source, const char *const options[2],
                                       int32_t target = PCACHE_TARGET_CUBIN) {
   static const char *exprs[] = {"scale_add<float>", "block_sum<float, 256>"};
-  pcache_program p;
-  std::memset(&p, 0, sizeof p);
-  p.struct_size = sizeof p;
-  p.name = "kernels.cu";
-  p.source = source.c_str();
-  p.options = options;
-  p.num_options = 2;
-  p.name_expressions = exprs;
-  p.num_name_expressions = 2;
-  p.target = target;
-  return p;
+  return testutil::make_program("kernels.cu", source, options, 2, exprs, 2, target);
 }
 
 }  // namespace benchutil

@@ -11,6 +11,7 @@
 #include <string>
 
 #include "core/include_scan.hpp"
+#include "scratch.hpp"
 
 using namespace progcache;
 
@@ -19,9 +20,7 @@ namespace {
 std::string scratch;
 
 bool set_up() {
-  char tmpl[] = "/tmp/pcache-fuzz-scan-XXXXXX";
-  if (!::mkdtemp(tmpl)) return false;
-  scratch = tmpl;
+  scratch = testutil::make_scratch_dir("fuzz-scan");
   ::mkdir((scratch + "/inc").c_str(), 0700);
   std::ofstream(scratch + "/a.h")
       << "#pragma once\n#include \"b.h\"\n#include <c.h>\n#define A 1\n";

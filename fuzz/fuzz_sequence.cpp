@@ -8,17 +8,14 @@
 #include <string>
 
 #include "core/cache.hpp"
+#include "scratch.hpp"
 #include "util/error.hpp"
 
 using namespace progcache;
 
 namespace {
 std::string temp_dir() {
-  static std::string dir = [] {
-    std::string t = "/tmp/pcache-fuzz-XXXXXX";
-    if (!::mkdtemp(t.data())) std::abort();
-    return t;
-  }();
+  static const std::string dir = testutil::make_scratch_dir("fuzz");
   return dir;
 }
 Cache &cache_for(int backend) {

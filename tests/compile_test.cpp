@@ -23,16 +23,8 @@ struct Program {
   int32_t target = PCACHE_TARGET_CUBIN;
   int32_t code_type = PCACHE_CODE_CXX;
   pcache_program get() {
-    pcache_program p;
-    std::memset(&p, 0, sizeof p);
-    p.struct_size = sizeof p;
-    p.name = name.c_str();
-    p.source = source.c_str();
-    p.options = options.data();
-    p.num_options = options.size();
-    p.name_expressions = exprs.data();
-    p.num_name_expressions = exprs.size();
-    p.target = target;
+    pcache_program p = make_program(name.c_str(), source, options.data(), options.size(),
+                                    exprs.data(), exprs.size(), target);
     p.code_type = code_type;
     return p;
   }

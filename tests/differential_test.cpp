@@ -39,17 +39,11 @@ Outcome compile(pcache *cache, const Source &s) {
     hn.push_back(n.c_str());
     hs.push_back(t.c_str());
   }
-  pcache_program p;
-  std::memset(&p, 0, sizeof p);
-  p.struct_size = sizeof p;
-  p.name = s.name.empty() ? nullptr : s.name.c_str();
-  p.source = s.text.c_str();
-  p.options = opts.data();
-  p.num_options = opts.size();
+  pcache_program p = make_program(s.name.empty() ? nullptr : s.name.c_str(), s.text, opts.data(),
+                                  opts.size(), nullptr, 0, s.target);
   p.header_names = hn.data();
   p.header_sources = hs.data();
   p.num_headers = hn.size();
-  p.target = s.target;
   if (!s.extra_digest.empty()) {
     p.extra_digest = s.extra_digest.data();
     p.extra_digest_size = s.extra_digest.size();

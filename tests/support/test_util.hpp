@@ -9,21 +9,10 @@
 #include <string>
 #include <vector>
 
+#include "programs.hpp"
+#include "scratch.hpp"
+
 namespace testutil {
-
-// A fresh directory under $TMPDIR, removed with its contents on destruction.
-class TempDir {
- public:
-  TempDir();
-  ~TempDir();
-  TempDir(const TempDir &) = delete;
-  TempDir &operator=(const TempDir &) = delete;
-  const std::string &path() const { return path_; }
-  std::string operator/(const std::string &name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
 
 // Owns a pcache handle.
 class Handle {
@@ -71,7 +60,6 @@ class ScopedEnv {
 };
 bool check_value(const std::string &value, uint32_t *id = nullptr, uint32_t *seed = nullptr);
 
-std::string read_file(const std::string &path);
 // For a cache made read-only after storing "k": opening and hits must work, a put must fail with
 // PCACHE_ERR_PERMISSION or PCACHE_ERR_IO and a message, and "k" must still be there.
 // Returns 0, or the number of the first check that failed (reasons go to stderr).
@@ -84,7 +72,6 @@ pcache_program kernels_program(const std::string &source, const char **exprs, si
 
 // Runs a shell command and returns its standard output.
 std::string run_command(const std::string &cmd);
-void write_file(const std::string &path, const std::string &data);
 // Files (recursively) under dir whose name ends with suffix ("" = all regular files).
 std::vector<std::string> list_files(const std::string &dir, const std::string &suffix = "");
 

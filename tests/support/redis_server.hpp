@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "test_util.hpp"
+#include "scratch.hpp"
 
 namespace testutil {
 

@@ -13,24 +13,6 @@ namespace fs = std::filesystem;
 
 namespace testutil {
 
-TempDir::TempDir() {
-  const char *base = std::getenv("TMPDIR");
-  std::string tmpl = std::string(base && *base ? base : "/tmp") + "/pcache-test-XXXXXX";
-  if (!::mkdtemp(tmpl.data())) std::abort();
-  path_ = tmpl;
-}
-
-TempDir::~TempDir() {
-  std::error_code ec;
-  // Restore permissions a test may have removed, so that cleanup can proceed.
-  for (auto it = fs::recursive_directory_iterator(path_, ec); !ec && it != fs::end(it);
-       it.increment(ec))
-    if (it->is_directory(ec) && !it->is_symlink(ec))
-      fs::permissions(it->path(), fs::perms::owner_all, fs::perm_options::add, ec);
-  fs::permissions(path_, fs::perms::owner_all, fs::perm_options::add, ec);
-  fs::remove_all(path_, ec);
-}
-
 Handle::Handle(const std::string &uri, uint64_t max_size_bytes) {
   pcache_options o;
   pcache_options_init(&o, sizeof o);
@@ -125,17 +107,7 @@ int check_read_only_cache(const std::string &uri) {
 pcache_program kernels_program(const std::string &source, const char **exprs, size_t n,
                                int32_t target) {
   static const char *options[] = {"-arch=sm_90", "--std=c++17"};
-  pcache_program p;
-  std::memset(&p, 0, sizeof p);
-  p.struct_size = sizeof p;
-  p.name = "kernels.cu";
-  p.source = source.c_str();
-  p.options = options;
-  p.num_options = 2;
-  p.name_expressions = exprs;
-  p.num_name_expressions = n;
-  p.target = target;
-  return p;
+  return make_program("kernels.cu", source, options, 2, exprs, n, target);
 }
 
 std::string run_command(const std::string &cmd) {
@@ -145,18 +117,6 @@ std::string run_command(const std::string &cmd) {
   while (p && std::fgets(buf, sizeof buf, p)) out += buf;
   if (p) ::pclose(p);
   return out;
-}
-
-std::string read_file(const std::string &path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-void write_file(const std::string &path, const std::string &data) {
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << data;
 }
 
 std::vector<std::string> list_files(const std::string &dir, const std::string &suffix) {
