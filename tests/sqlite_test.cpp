@@ -436,13 +436,14 @@ TEST(Sqlite, TotalsThatFailTheirCheckAreRecountedNotBelieved) {
     for (int i = 0; i < 5; ++i)
       ASSERT_EQ(c.put("k" + std::to_string(i), std::string(1000, 'v')), PCACHE_OK);
   }
-  for (const char
-           *damage : {"UPDATE meta SET value = -27 WHERE name = 'entry_count'",
-                      "UPDATE meta SET value = (value | 4096) - (value & 4096) WHERE name = "
-                      "'total_size'",                                     // a
-                                                                          // flipped
-                                                                          // bit
-                      "DELETE FROM meta WHERE name = 'totals_check'"}) {  // an older database
+  const char *const damages[] = {
+      "UPDATE meta SET value = -27 WHERE name = 'entry_count'",
+      // one flipped bit
+      "UPDATE meta SET value = (value | 4096) - (value & 4096) WHERE name = 'total_size'",
+      // a database from before the check value
+      "DELETE FROM meta WHERE name = 'totals_check'",
+  };
+  for (const char *damage : damages) {
     sql_exec(db, damage);
     Handle c("sqlite:" + db);
     EXPECT_EQ(c.count(), 5u) << damage;
