@@ -290,14 +290,10 @@ SharedBlob SqliteBackend::get(ByteView key, Access access) {
   return with_recovery([&]() -> SharedBlob {
     StmtScope q{stmt(kGet)};
     sqlite3_bind_blob(q.s, 1, key.data, static_cast<int>(key.size), SQLITE_STATIC);
-    int rc = sqlite3_step(q.s);
-    const auto deadline =
-        std::chrono::steady_clock::now() + std::chrono::milliseconds(busy_timeout_ms_);
-    while (is_busy(rc) && std::chrono::steady_clock::now() < deadline) {
-      sqlite3_reset(q.s);
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-      rc = sqlite3_step(q.s);
-    }
+    const int rc = step_while_busy(busy_timeout_ms_, [&] {
+      sqlite3_reset(q.s);  // a no-op before the first step; keeps the bindings
+      return sqlite3_step(q.s);
+    });
     if (rc == SQLITE_DONE) return nullptr;
     if (rc != SQLITE_ROW) fail(rc, "cannot read an entry");
     const int n = sqlite3_column_bytes(q.s, 0);

@@ -72,6 +72,20 @@ inline bool is_busy(int rc) {
   return (rc & 0xff) == SQLITE_BUSY || (rc & 0xff) == SQLITE_LOCKED;
 }
 
+// Calls step() (one sqlite3_step, returning its answer) again while it answers busy, until
+// timeout_ms have passed, sleeping a little between attempts: the busy handler already waited
+// for most answers, but some (a WAL snapshot conflict, a lock held across a checkpoint) skip it.
+// Returns the last answer.
+template <typename Step>
+int step_while_busy(int timeout_ms, Step &&step) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  for (int attempt = 0;; ++attempt) {
+    const int rc = step();
+    if (!is_busy(rc) || std::chrono::steady_clock::now() >= deadline) return rc;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1 + attempt % 8));
+  }
+}
+
 }  // namespace progcache::sqlite_detail
 
 namespace progcache {
@@ -93,19 +107,11 @@ inline auto SqliteBackend::with_recovery(Fn &&fn) -> decltype(fn()) {
 
 template <typename Fn>
 inline void SqliteBackend::write_txn(Fn &&fn) {
-  const auto deadline =
-      std::chrono::steady_clock::now() + std::chrono::milliseconds(busy_timeout_ms_);
-  for (int attempt = 0;; ++attempt) {
+  const int begun = sqlite_detail::step_while_busy(busy_timeout_ms_, [&] {
     sqlite_detail::StmtScope begin{stmt(kBegin)};
-    const int rc = sqlite3_step(begin.s);
-    if (rc == SQLITE_DONE) break;
-    // The busy handler already waited; some busy answers (snapshot conflicts) skip it.
-    if (sqlite_detail::is_busy(rc) && std::chrono::steady_clock::now() < deadline) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(1 + attempt % 8));
-      continue;
-    }
-    fail(rc, "cannot begin a write transaction");
-  }
+    return sqlite3_step(begin.s);
+  });
+  if (begun != SQLITE_DONE) fail(begun, "cannot begin a write transaction");
   try {
     fn();
     sqlite_detail::StmtScope commit{stmt(kCommit)};
