@@ -657,7 +657,12 @@ int run(int argc, char **argv) {
 
 int main(int argc, char **argv) {
   try {
-    return run(argc, argv);
+    const int rc = run(argc, argv);
+    // What the library did without failing (a damaged entry removed, a database reset): the
+    // C API reports it in pcache_last_error(); the command says it on stderr.
+    if (const std::string warning = take_thread_warning(); !warning.empty())
+      std::fprintf(stderr, "progcache: warning: %s\n", warning.c_str());
+    return rc;
   } catch (const Usage &e) {
     std::fprintf(stderr, "progcache: %s\n", e.what());
     return 2;

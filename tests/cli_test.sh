@@ -84,6 +84,10 @@ entry=$(find "$vd" -path '*/[0-9a-f][0-9a-f]/*' -type f | head -1)
 printf '\xff' | dd of="$entry" bs=1 seek=200 conv=notrunc status=none
 want='1 damaged and removed' check "verify finds damage and exits 1" 1 "$pc" --cache "filestream:$vd" verify
 want='0 damaged' check "verify of a sound cache exits 0" 0 "$pc" --cache "filestream:$vd" verify
+"$pc" --cache "filestream:$vd" put text:v "$kernel" >/dev/null
+entry=$(find "$vd" -path '*/[0-9a-f][0-9a-f]/*' -type f | head -1)
+printf '\xff' | dd of="$entry" bs=1 seek=200 conv=notrunc status=none
+want='warning: removed a damaged cache entry' check "the library's warnings reach stderr" 1 "$pc" --cache "filestream:$vd" get text:v -o "$work/x"
 
 # stats --zero resets the shared counters and keeps the entries; clear does the reverse.
 for zc in "sqlite:$work/zero.db" "filestream:$work/zero-fs"; do

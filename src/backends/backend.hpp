@@ -12,6 +12,7 @@
 
 #include "util/blob.hpp"
 #include "util/fork_guard.hpp"
+#include "util/warning.hpp"
 
 namespace progcache {
 
@@ -22,11 +23,6 @@ struct BackendEvents {
   std::atomic<uint64_t> tier_errors{0};  // tiered: calls on a tier that failed and were skipped
   std::atomic<uint64_t> tier_skips{0};   // tiered: calls not made to a tier in back-off
 };
-
-// A warning for the calling thread's pcache_last_error() that does not fail the call (a database
-// reset after corruption, WAL disabled on a network filesystem). The C shim reports it.
-void set_thread_warning(std::string message);
-std::string take_thread_warning();
 
 struct BackendConfig {
   uint64_t max_size_bytes = 0;  // 0 = unbounded; the cap on the sum of payload sizes

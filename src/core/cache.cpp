@@ -16,8 +16,6 @@
 namespace progcache {
 namespace {
 
-thread_local std::string t_warning;
-
 // A payload handed to C callers is preceded by {magic, block base}, so that pcache_free can
 // find the start of the malloc'd block whatever the payload's offset inside the record.
 constexpr uint64_t kOwnedMagic = 0x70636163686521ull;  // "pcache!"
@@ -31,13 +29,6 @@ uint8_t *hand_over(Blob &&block, size_t payload_offset) {
 }
 
 }  // namespace
-
-void set_thread_warning(std::string message) {
-  t_warning = std::move(message);
-}
-std::string take_thread_warning() {
-  return std::exchange(t_warning, std::string());
-}
 
 void release_payload(void *payload) noexcept {
   if (!payload) return;
