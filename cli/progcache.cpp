@@ -228,9 +228,12 @@ ProgramDesc make_program(const CompileArgs &c, std::vector<std::string> &storage
   source = read_file(c.file);
   storage.clear();
   storage.reserve(c.nvrtc_options.size() + 2 + c.exprs.size());
+  // Whether the options name an architecture, in any spelling NVRTC takes: the key's own option
+  // table decides (-arch=sm_80, -arch sm_80, --gpu-architecture=..., -arch=native...).
   bool has_arch = false;
-  for (const std::string &o : c.nvrtc_options)
-    has_arch |= o.rfind("-arch", 0) == 0 || o.rfind("--gpu-architecture", 0) == 0;
+  const std::vector<std::string_view> given(c.nvrtc_options.begin(), c.nvrtc_options.end());
+  for (const std::string &o : canonical_options(given, true))
+    has_arch |= o.rfind("--gpu-architecture", 0) == 0;
   ProgramDesc p;
   // The file's path as given: NVRTC resolves its quoted includes against the path's directory,
   // as a compiler run on the file would.
