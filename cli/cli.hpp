@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "core/cache.hpp"
 
@@ -10,6 +11,10 @@ namespace progcache::cli {
 
 // "1.5 MiB": binary units, one decimal.
 std::string human_size(uint64_t bytes);
+
+// s as a JSON string literal, quotes included; bytes that are not UTF-8 become U+FFFD
+// (cli/json.cpp).
+std::string json_string(std::string_view s);
 
 // progcache export FILE / import FILE (cli/transfer.cpp). Return the exit status.
 int cmd_export(Cache &cache, const std::string &path);

@@ -28,6 +28,7 @@
 
 using namespace progcache;
 using progcache::cli::human_size;
+using progcache::cli::json_string;
 
 namespace {
 
@@ -419,8 +420,44 @@ void print_tiers(Cache &cache) {
   }
 }
 
-int cmd_stats(Cache &cache, uint64_t cap) {
-  if (!cache.tiers().empty()) {  // each tier keeps its own entries and counters
+int cmd_stats(Cache &cache, uint64_t cap, bool json) {
+  const auto tiers = cache.tiers();
+  if (json) {
+    std::string out = "{\"cache\": " + json_string(cache.display_uri());
+    if (!tiers.empty()) {  // each tier keeps its own entries and counters
+      out += ", \"tiers\": [";
+      for (size_t i = 0; i < tiers.size(); ++i) {
+        out += (i ? ", " : "") + std::string("{\"uri\": ") + json_string(tiers[i]->display_uri());
+        try {
+          const PersistentCounters pc = tiers[i]->persistent_counters();
+          out += ", \"entries\": " + std::to_string(tiers[i]->count()) +
+                 ", \"size_bytes\": " + std::to_string(tiers[i]->size()) +
+                 ", \"hits\": " + std::to_string(pc.hits) +
+                 ", \"misses\": " + std::to_string(pc.misses) + "}";
+        } catch (const Error &e) {
+          out += ", \"error\": " + json_string(e.what()) + "}";
+        }
+      }
+      std::printf("%s]}\n", out.c_str());
+      return 0;
+    }
+    const PersistentCounters pc = cache.persistent_counters();
+    const uint64_t count = cache.count(), size = cache.size();
+    const int64_t lookups = pc.hits + pc.misses;
+    char ratios[160];
+    std::snprintf(ratios, sizeof ratios, "\"fill_ratio\": %s, \"hit_rate\": %.4f",
+                  cap ? std::to_string(double(size) / double(cap)).c_str() : "null",
+                  lookups ? double(pc.hits) / double(lookups) : 0.0);
+    out += ", \"entries\": " + std::to_string(count) + ", \"size_bytes\": " +
+           std::to_string(size) + ", \"cap_bytes\": " + (cap ? std::to_string(cap) : "null") +
+           ", " + ratios + ", \"hits\": " + std::to_string(pc.hits) +
+           ", \"misses\": " + std::to_string(pc.misses) +
+           ", \"evictions\": " + std::to_string(pc.evictions) +
+           ", \"compile_us_saved\": " + std::to_string(pc.compile_us_saved) + "}";
+    std::printf("%s\n", out.c_str());
+    return 0;
+  }
+  if (!tiers.empty()) {  // each tier keeps its own entries and counters
     std::printf("cache:               %s\n", cache.display_uri().c_str());
     print_tiers(cache);
     return 0;
@@ -430,8 +467,11 @@ int cmd_stats(Cache &cache, uint64_t cap) {
   std::printf("cache:               %s\n", cache.display_uri().c_str());
   std::printf("entries:             %llu\n", (unsigned long long)count);
   std::printf("size:                %s\n", human_size(size).c_str());
-  std::printf("cap:                 %s\n",
-              cap ? human_size(cap).c_str() : "none (set PCACHE_MAX_SIZE or --max-size)");
+  if (cap)
+    std::printf("cap:                 %s (%.1f%% full)\n", human_size(cap).c_str(),
+                100.0 * double(size) / double(cap));
+  else
+    std::printf("cap:                 none (set PCACHE_MAX_SIZE or --max-size)\n");
   std::printf("hits:                %lld\n", (long long)pc.hits);
   std::printf("misses:              %lld\n", (long long)pc.misses);
   const int64_t lookups = pc.hits + pc.misses;
@@ -442,25 +482,41 @@ int cmd_stats(Cache &cache, uint64_t cap) {
   return 0;
 }
 
-int cmd_ls(Cache &cache) {
+int cmd_ls(Cache &cache, bool json) {
   size_t n = 0;
-  std::printf("%-66s %10s %-6s %-6s %s\n", "KEY", "SIZE", "TARGET", "NVRTC", "LAST USE");
+  if (json)
+    std::printf("{\"entries\": [");
+  else
+    std::printf("%-66s %10s %-6s %-6s %s\n", "KEY", "SIZE", "TARGET", "NVRTC", "LAST USE");
   cache.list([&](const EntryInfo &e) {
-    std::string target = "-", nvrtc = "-";
+    std::string target, nvrtc;
     if (auto hit = cache.get(e.key, Access::peek))
       if (auto meta = decode_meta(hit->meta)) {
         static const char *const kTargets[] = {"cubin", "ptx", "ltoir"};
         target = kTargets[meta->target % 3];
         nvrtc = nvrtc_text(meta->nvrtc_version);
       }
-    char when[32] = "-";
-    const time_t t = time_t(e.last_use);
-    if (t) std::strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", std::localtime(&t));
-    std::printf("%-66s %10llu %-6s %-6s %s\n", show_key(e.key).c_str(),
-                (unsigned long long)e.payload_size, target.c_str(), nvrtc.c_str(), when);
+    if (json) {
+      std::printf("%s{\"key\": %s, \"size_bytes\": %llu, \"target\": %s, \"nvrtc\": %s, "
+                  "\"last_use\": %lld}",
+                  n ? ", " : "", json_string(show_key(e.key)).c_str(),
+                  (unsigned long long)e.payload_size,
+                  target.empty() ? "null" : json_string(target).c_str(),
+                  nvrtc.empty() ? "null" : json_string(nvrtc).c_str(), (long long)e.last_use);
+    } else {
+      char when[32] = "-";
+      const time_t t = time_t(e.last_use);
+      if (t) std::strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S", std::localtime(&t));
+      std::printf("%-66s %10llu %-6s %-6s %s\n", show_key(e.key).c_str(),
+                  (unsigned long long)e.payload_size, target.empty() ? "-" : target.c_str(),
+                  nvrtc.empty() ? "-" : nvrtc.c_str(), when);
+    }
     ++n;
   });
-  std::printf("%zu entries\n", n);
+  if (json)
+    std::printf("], \"count\": %zu}\n", n);
+  else
+    std::printf("%zu entries\n", n);
   return 0;
 }
 
@@ -603,8 +659,9 @@ int run(int argc, char **argv) {
     std::printf("statistics zeroed (%llu entries kept)\n", (unsigned long long)cache->count());
     return 0;
   }
-  if (command == "stats") return need(0), cmd_stats(*cache, max_size);
-  if (command == "ls") return need(0), cmd_ls(*cache);
+  const bool json = rest.size() == 1 && rest[0] == "--json";
+  if (command == "stats") return need(json ? 1 : 0), cmd_stats(*cache, max_size, json);
+  if (command == "ls") return need(json ? 1 : 0), cmd_ls(*cache, json);
   if (command == "verify") return need(0), cmd_verify(*cache);
   if (command == "evict") return cmd_evict(*cache, rest);
   if (command == "export") return need(1), cli::cmd_export(*cache, rest[0]);

@@ -111,6 +111,10 @@ shows_log() {  # hit|miss: the compile was that, and showed NVRTC's warning and 
 want='^shown$' check "a miss shows NVRTC's warnings and ptxas output" 0 shows_log miss
 want='^shown$' check "a hit replays them from the stored log" 0 shows_log hit
 
+# One compile is one lookup: a miss counts one miss (the look again under the lock counted a second).
+"$pc" --cache "sqlite:$work/one.db" compile "$kernel" --name-expression 'scale_add<float>' -- --std=c++17 >/dev/null
+want='misses: +1$' check "a compile that missed counts one miss" 0 "$pc" --cache "sqlite:$work/one.db" stats
+
 # export / import: a warmed cache shipped as one file into another backend.
 src="sqlite:$work/src.db"
 "$pc" --cache "$src" compile "$kernel" --name-expression 'scale_add<float>' -- --std=c++17 >/dev/null

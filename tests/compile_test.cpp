@@ -194,6 +194,8 @@ TEST(Compile, EightThreadsMissingOneKeyCompileOnce) {
   const auto shared = progcache::Cache::open(uri, {})->persistent_counters();
   EXPECT_EQ(shared.hits, 7);
   EXPECT_EQ(uint64_t(shared.compile_us_saved), 7 * compile_us[0]);
+  // One lookup per call: a second look after waiting used to count a second miss.
+  EXPECT_EQ(shared.hits + shared.misses, 8);
 }
 
 TEST(Compile, FourProcessesMissingOneKeyCompileOnce) {
@@ -217,6 +219,7 @@ TEST(Compile, FourProcessesMissingOneKeyCompileOnce) {
   const auto shared =
       progcache::Cache::open("sqlite:" + (d / "cache.db"), {})->persistent_counters();
   EXPECT_EQ(shared.hits, 3) << out;
+  EXPECT_EQ(shared.hits + shared.misses, 4) << out;
   EXPECT_GT(shared.compile_us_saved, 0) << out;
 }
 

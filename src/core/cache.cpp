@@ -1,6 +1,7 @@
 #include "core/cache.hpp"
 
 #include <cstring>
+#include <thread>
 #include <utility>
 
 #include "backends/filestream_backend.hpp"
@@ -161,10 +162,17 @@ void Cache::check_key(ByteView key) const {
 }
 
 std::optional<Hit> Cache::get(ByteView key, Access access) {
+  return read(key, access, access == Access::use, access == Access::use);
+}
+
+std::optional<Hit> Cache::get_counting_hits(ByteView key) {
+  return read(key, Access::use, true, false);
+}
+
+std::optional<Hit> Cache::read(ByteView key, Access access, bool count_hits, bool count_misses) {
   check_key(key);
-  const bool count_stats = access == Access::use;
   SharedBlob record = backend_->get(key, access);
-  if (!record && !count_stats) return std::nullopt;
+  if (!record && !count_misses) return std::nullopt;
   if (!record) {
     misses_.fetch_add(1, std::memory_order_relaxed);
     pending_misses_.fetch_add(1, std::memory_order_relaxed);
@@ -190,14 +198,14 @@ std::optional<Hit> Cache::get(ByteView key, Access access) {
     } catch (const Error &) {  // still a miss; the next put replaces it
     }
     corrupt_.fetch_add(1, std::memory_order_relaxed);
-    if (count_stats) {  // a peek (administration) finds damage but is no lookup
+    if (count_misses) {  // a peek, or a compile's lookup, counts no miss here
       misses_.fetch_add(1, std::memory_order_relaxed);
       pending_misses_.fetch_add(1, std::memory_order_relaxed);
     }
     set_thread_warning("removed a damaged cache entry: " + why);
     return std::nullopt;
   }
-  if (!count_stats) return Hit{std::move(record), parts->payload, parts->meta};
+  if (!count_hits) return Hit{std::move(record), parts->payload, parts->meta};
   hits_.fetch_add(1, std::memory_order_relaxed);
   pending_hits_.fetch_add(1, std::memory_order_relaxed);
   count_op();
@@ -262,9 +270,19 @@ bool Cache::remove(ByteView key) {
 }
 
 Cache::~Cache() {
-  try {
-    flush_counters();
-  } catch (...) {  // shared statistics are advisory: never fail a close over them
+  // A writer holding the store's lock makes a flush answer busy and keep its deltas; a closing
+  // handle retries for a moment (processes that compile together close together) rather than
+  // lose them, but never waits long: the statistics are advisory.
+  for (int attempt = 0; attempt < 40; ++attempt) {
+    try {
+      flush_counters();
+    } catch (...) {  // never fail a close over them
+      return;
+    }
+    if (!pending_hits_.load() && !pending_misses_.load() && !pending_saved_us_.load() &&
+        flushed_evictions_.load() == events_.evictions.load())
+      return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
 }
 

@@ -51,6 +51,15 @@ class Cache final : public MemoStore {
   // a miss too on a use). A peek (administration) counts no hit or miss and refreshes no
   // recency.
   [[nodiscard]] std::optional<Hit> get(ByteView key, Access access = Access::use);
+  // A compile's lookup: a use (recency, tier copies) that counts a hit but no miss: a call that
+  // missed counts its miss once it has compiled (note_compile_miss), since waiting for another's
+  // compile may still answer it from the cache.
+  [[nodiscard]] std::optional<Hit> get_counting_hits(ByteView key);
+  void note_compile_miss() {
+    misses_.fetch_add(1, std::memory_order_relaxed);
+    pending_misses_.fetch_add(1, std::memory_order_relaxed);
+    count_op();
+  }
   // Like get, but hands back a malloc'd payload for the C caller (see release_payload).
   [[nodiscard]] uint8_t *get_owned(ByteView key, size_t *size);
   void put(ByteView key, ByteView payload) { put(key, payload, {}); }
@@ -75,6 +84,7 @@ class Cache final : public MemoStore {
   // A compile answered by another thread's compile of the same key (no lookup of its own): a
   // shared hit that saved compile_us.
   void note_shared_compile(uint64_t compile_us) {
+    hits_.fetch_add(1, std::memory_order_relaxed);
     pending_hits_.fetch_add(1, std::memory_order_relaxed);
     note_compile_hit(compile_us);
   }
@@ -114,6 +124,7 @@ class Cache final : public MemoStore {
   // open() without the coordinator (which needs the finished backend).
   static std::unique_ptr<Cache> open_storage(std::string_view uri, const CacheOptions &options);
   void check_key(ByteView key) const;
+  std::optional<Hit> read(ByteView key, Access access, bool count_hits, bool count_misses);
   void check_payload_size(uint64_t size) const;
 
   std::string uri_;

@@ -54,16 +54,22 @@ std::shared_ptr<CompileResult> from_hit(Hit &&hit, const Key &key) {
 
 std::shared_ptr<CompileResult> lookup(Cache *cache, const Key &key) {
   if (!cache) return nullptr;
-  auto hit = cache->get(ByteView(key.data(), key.size()));
+  auto hit = cache->get_counting_hits(ByteView(key.data(), key.size()));
   return hit ? from_hit(std::move(*hit), key) : nullptr;
 }
 
-// A hit that spared this caller a compile: counted with the NVRTC time it saved (whether the
-// entry was there at once or appeared while this caller waited for another's compile).
+// A lookup for a compile: a hit counts, with the NVRTC time it saved; a miss is counted once,
+// when the call ends having compiled (a waiter's first miss may still end as a hit).
 std::shared_ptr<CompileResult> lookup_and_credit(Cache *cache, const Key &key) {
   auto r = lookup(cache, key);
   if (r) cache->note_compile_hit(r->meta.compile_us);
   return r;
+}
+
+// Looking again after waiting for another's compile (a lock, a lease, a timeout): finding the
+// entry is a hit that saved a compile.
+std::shared_ptr<CompileResult> look_again(Cache *cache, const Key &key) {
+  return lookup_and_credit(cache, key);
 }
 
 std::shared_ptr<CompileResult> compile_and_store(Cache *cache, const ProgramDesc &program,
@@ -140,14 +146,14 @@ std::shared_ptr<CompileResult> compile_once_across_machines(Cache *cache,
     if (answer == CompileCoordinator::LeaseAnswer::taken) {
       const auto lease = coordinator.hold(k, std::move(token));
       // The previous holder may have stored it between our last look and our lease.
-      if (auto r = lookup_and_credit(cache, key)) return r;
+      if (auto r = look_again(cache, key)) return r;
       return compile_and_store(cache, program, prepared, true);
     }
     if (std::chrono::steady_clock::now() >= deadline)
       return compile_and_store(cache, program, prepared, true);
     std::this_thread::sleep_for(delay);
     delay = std::min(delay * 2, std::chrono::milliseconds(250));
-    if (auto r = lookup_and_credit(cache, key)) return r;
+    if (auto r = look_again(cache, key)) return r;
   }
 }
 
@@ -181,6 +187,12 @@ std::shared_ptr<CompileResult> compile_through_cache(Cache *cache, ProgramDesc p
   if (!cache || !prepared.uncacheable.empty())
     return finish(compile_and_store(cache, program, prepared, cache != nullptr));
   if (auto r = lookup_and_credit(cache, key)) return finish(std::move(r));
+  // Missed. Each call counts once: a hit if another's compile answers it (counted where that
+  // happens), else a miss when it ends, having compiled (or failed) itself.
+  auto finish_after_miss = [&](std::shared_ptr<CompileResult> r) {
+    if (!r->from_cache) cache->note_compile_miss();
+    return finish(std::move(r));
+  };
 
   // Single flight within the process.
   const FlightKey flight_key{cache, key};
@@ -204,18 +216,18 @@ std::shared_ptr<CompileResult> compile_through_cache(Cache *cache, ProgramDesc p
       r->from_cache = r->status == Status::ok;
       // Another thread's compile answered this call: a hit that saved a compile.
       if (r->from_cache) cache->note_shared_compile(r->meta.compile_us);
-      return finish(std::move(r));
+      return finish_after_miss(std::move(r));
     }
     lock.unlock();
-    if (auto r = lookup_and_credit(cache, key)) return finish(std::move(r));
-    return finish(compile_and_store(cache, program, prepared, true));  // waited too long
+    if (auto r = look_again(cache, key)) return finish(std::move(r));
+    return finish_after_miss(compile_and_store(cache, program, prepared, true));  // waited too long
   }
   std::shared_ptr<CompileResult> result;
   try {
     // Single flight across processes: whoever holds the stripe lock compiles; the others find
     // its result when they get the lock.
     const auto cross_process = cache->coordinator().lock_processes(key, options.wait_timeout_ms);
-    result = lookup_and_credit(cache, key);
+    result = look_again(cache, key);
     if (!result) result = compile_once_across_machines(cache, program, prepared, options);
   } catch (...) {
     std::lock_guard lock(g_flights_mutex);
@@ -237,7 +249,7 @@ std::shared_ptr<CompileResult> compile_through_cache(Cache *cache, ProgramDesc p
   flight->done_cv.notify_all();
   // The published result is shared with the waiters and never written again: the leader times
   // its own copy.
-  return finish(std::make_shared<CompileResult>(*result));
+  return finish_after_miss(std::make_shared<CompileResult>(*result));
 }
 
 std::shared_ptr<CompileResult> recompile(Cache *cache, ProgramDesc program,
