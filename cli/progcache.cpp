@@ -91,11 +91,14 @@ const std::map<std::string, std::string> kCommandHelp = {
      "Derives FILE's key as compile would and, on a miss, names every key field that\n"
      "differs from the closest stored entry with the same program name.\n"},
     {"stats",
-     "usage: progcache stats [--zero]\nEntries, stored bytes, cap, and the hit/miss/eviction\n"
+     "usage: progcache stats [--zero | --json]\nEntries, stored bytes, cap, and the "
+     "hit/miss/eviction\n"
      "counters and compile time saved, shared by every process using the cache.\n"
      "--zero (-z) sets those counters to zero (like ccache -z); entries stay. clear removes\n"
-     "entries and leaves the counters.\n"},
-    {"ls", "usage: progcache ls\nOne line per entry: key, size, target, NVRTC, last use.\n"},
+     "entries and leaves the counters. --json prints one JSON object (docs/cli.md).\n"},
+    {"ls",
+     "usage: progcache ls [--json]\nOne line per entry: key, size, target, NVRTC, last use;\n"
+     "--json prints one JSON object (docs/cli.md).\n"},
     {"get",
      "usage: progcache get KEY -o FILE\nKEY is hex (as ls prints it) or text:STRING; FILE -\n"
      "is standard output. Exit status 1 on a miss.\n"},
@@ -448,10 +451,9 @@ int cmd_stats(Cache &cache, uint64_t cap, bool json) {
     std::snprintf(ratios, sizeof ratios, "\"fill_ratio\": %s, \"hit_rate\": %.4f",
                   cap ? std::to_string(double(size) / double(cap)).c_str() : "null",
                   lookups ? double(pc.hits) / double(lookups) : 0.0);
-    out += ", \"entries\": " + std::to_string(count) + ", \"size_bytes\": " +
-           std::to_string(size) + ", \"cap_bytes\": " + (cap ? std::to_string(cap) : "null") +
-           ", " + ratios + ", \"hits\": " + std::to_string(pc.hits) +
-           ", \"misses\": " + std::to_string(pc.misses) +
+    out += ", \"entries\": " + std::to_string(count) + ", \"size_bytes\": " + std::to_string(size) +
+           ", \"cap_bytes\": " + (cap ? std::to_string(cap) : "null") + ", " + ratios +
+           ", \"hits\": " + std::to_string(pc.hits) + ", \"misses\": " + std::to_string(pc.misses) +
            ", \"evictions\": " + std::to_string(pc.evictions) +
            ", \"compile_us_saved\": " + std::to_string(pc.compile_us_saved) + "}";
     std::printf("%s\n", out.c_str());
@@ -497,12 +499,12 @@ int cmd_ls(Cache &cache, bool json) {
         nvrtc = nvrtc_text(meta->nvrtc_version);
       }
     if (json) {
-      std::printf("%s{\"key\": %s, \"size_bytes\": %llu, \"target\": %s, \"nvrtc\": %s, "
-                  "\"last_use\": %lld}",
-                  n ? ", " : "", json_string(show_key(e.key)).c_str(),
-                  (unsigned long long)e.payload_size,
-                  target.empty() ? "null" : json_string(target).c_str(),
-                  nvrtc.empty() ? "null" : json_string(nvrtc).c_str(), (long long)e.last_use);
+      std::printf(
+          "%s{\"key\": %s, \"size_bytes\": %llu, \"target\": %s, \"nvrtc\": %s, "
+          "\"last_use\": %lld}",
+          n ? ", " : "", json_string(show_key(e.key)).c_str(), (unsigned long long)e.payload_size,
+          target.empty() ? "null" : json_string(target).c_str(),
+          nvrtc.empty() ? "null" : json_string(nvrtc).c_str(), (long long)e.last_use);
     } else {
       char when[32] = "-";
       const time_t t = time_t(e.last_use);

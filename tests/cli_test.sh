@@ -115,6 +115,15 @@ want='^shown$' check "a hit replays them from the stored log" 0 shows_log hit
 "$pc" --cache "sqlite:$work/one.db" compile "$kernel" --name-expression 'scale_add<float>' -- --std=c++17 >/dev/null
 want='misses: +1$' check "a compile that missed counts one miss" 0 "$pc" --cache "sqlite:$work/one.db" stats
 
+# Machine-readable output: stats --json and ls --json are one JSON object each, even for a
+# cache whose path is not UTF-8 (the byte becomes U+FFFD).
+jd="filestream:$work/json-$(printf '\xff')dir"
+"$pc" --cache "$jd" put text:j "$kernel" >/dev/null
+want='^ok$' check "stats --json" 0 bash -c "'$pc' --cache '$jd' --max-size 1M stats --json | python3 -c 'import json,sys; d=json.load(sys.stdin); assert d[\"entries\"]==1 and d[\"cap_bytes\"]==1048576 and 0<d[\"fill_ratio\"]<1 and \"\\ufffd\" in d[\"cache\"], d; print(\"ok\")'"
+want='^ok$' check "ls --json" 0 bash -c "'$pc' --cache '$jd' ls --json | python3 -c 'import json,sys; d=json.load(sys.stdin); assert d[\"count\"]==1 and d[\"entries\"][0][\"key\"]==\"text:j\" and d[\"entries\"][0][\"target\"] is None, d; print(\"ok\")'"
+want='^ok$' check "stats --json of a tiered cache lists its tiers" 0 bash -c "'$pc' --cache 'tiered:memory:|$jd' stats --json | python3 -c 'import json,sys; d=json.load(sys.stdin); assert len(d[\"tiers\"])==2 and d[\"tiers\"][1][\"entries\"]==1, d; print(\"ok\")'"
+want='cap: +1\.0 MiB \([0-9.]+% full\)' check "stats shows how full the cap is" 0 "$pc" --cache "$jd" --max-size 1M stats
+
 # export / import: a warmed cache shipped as one file into another backend.
 src="sqlite:$work/src.db"
 "$pc" --cache "$src" compile "$kernel" --name-expression 'scale_add<float>' -- --std=c++17 >/dev/null
