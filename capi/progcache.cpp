@@ -1,45 +1,20 @@
-// The C ABI shim: validate arguments, convert to core types, call the core, catch everything,
-// set the thread-local error, return a status. No logic lives here.
-#define PCACHE_BUILDING_LIBRARY 1
-#include "progcache/progcache.h"
-
-#include <atomic>
+// The C ABI shim for progcache.h: validate arguments, convert to core types, call the core,
+// catch everything, set the thread-local error, return a status (capi/shim.hpp). No logic lives
+// here.
 #include <cstddef>
 #include <cstring>
-#include <mutex>
-#include <new>
 #include <string>
 
-#include "core/cache.hpp"
-#include "core/compile.hpp"
 #include "core/include_scan.hpp"
 #include "core/key.hpp"
 #include "core/loader.hpp"
 #include "cuda/driver.hpp"
-#include "util/error.hpp"
+#include "shim.hpp"
 #include "util/uri.hpp"
 
 using progcache::ByteView;
 using progcache::Error;
 using progcache::Status;
-
-// Handles live in slots that are never freed: a closed slot goes to a free list for the next
-// pcache_open. So a call on a closed handle reads valid memory, sees the slot closed and answers
-// PCACHE_ERR_INVALID_ARG, instead of touching freed memory (one atomic load, no lock).
-struct pcache {
-  std::atomic<uint32_t> state{0};  // kSlotOpen or kSlotClosed
-  std::unique_ptr<progcache::Cache> cache;
-  pcache *next_free = nullptr;
-};
-
-struct pcache_compiled {
-  std::shared_ptr<progcache::CompileResult> result;
-};
-
-struct pcache_module {
-  void *module = nullptr;
-  pcache_compiled compiled;
-};
 
 #define PCACHE_SAME(c, s) static_assert(int32_t(c) == int32_t(Status::s), #c)
 PCACHE_SAME(PCACHE_OK, ok);
@@ -64,138 +39,15 @@ static_assert(sizeof(pcache_options) == 32 && offsetof(pcache_options, max_size_
               offsetof(pcache_options, secret_size) == 24);
 static_assert(sizeof(pcache_stats) == 104);
 
-namespace {
+static_assert(sizeof(pcache_program) == progcache::shim::kProgramV1Size,
+              "pcache_program grew: add a version note");
 
-constexpr uint32_t kSlotOpen = 0x0b5e55ed, kSlotClosed = 0xdeadc105;
-std::mutex g_slots_mutex;
-pcache *g_free_slots = nullptr;  // reachable, so leak checkers see no leak
+using namespace progcache::shim;
 
-pcache *take_slot() {
-  std::lock_guard lock(g_slots_mutex);
-  if (pcache *p = g_free_slots) {
-    g_free_slots = p->next_free;
-    p->next_free = nullptr;
-    return p;
-  }
-  return new pcache();
-}
-
-void return_slot(pcache *p) {
-  p->cache.reset();
-  std::lock_guard lock(g_slots_mutex);
-  p->next_free = g_free_slots;
-  g_free_slots = p;
-}
-
-// First (smallest) published sizes of the growable structs.
-constexpr uint32_t kOptionsV1Size = 16;
-constexpr uint32_t kStatsV1Size = 72;
-constexpr uint32_t kProgramV1Size = 112;
-static_assert(sizeof(pcache_program) == kProgramV1Size, "pcache_program grew: add a version note");
-
-thread_local std::string t_last_error;
-
-pcache_status fail(pcache_status status, const std::string &message) noexcept {
-  try {
-    t_last_error = message;
-  } catch (...) {
-    t_last_error.clear();  // no memory for the message: the status still says what happened
-  }
-  return status;
-}
-
-// Runs fn, turning every exception into a status and a message. Nothing escapes.
-template <typename Fn>
-pcache_status guarded(const char *function, Fn &&fn) noexcept {
-  try {
-    t_last_error.clear();
-    progcache::take_thread_warning();  // a warning left by a call that failed is not this call's
-    const pcache_status status = fn();
-    std::string warning = progcache::take_thread_warning();
-    if (!warning.empty()) t_last_error = std::move(warning);
-    return status;
-  } catch (const Error &e) {
-    return fail(static_cast<pcache_status>(e.status()), std::string(function) + ": " + e.what());
-  } catch (const std::bad_alloc &) {
-    return fail(PCACHE_ERR_NO_MEMORY, std::string(function) + ": out of memory");
-  } catch (const std::exception &e) {
-    return fail(PCACHE_ERR_INTERNAL, std::string(function) + ": internal error: " + e.what());
-  } catch (...) {
-    return fail(PCACHE_ERR_INTERNAL, std::string(function) + ": unknown internal error");
-  }
-}
-
-Error invalid(const std::string &what) {
-  return Error(Status::invalid_arg, what);
-}
-
-// Fills the first struct_size bytes of a growable struct with zeros and sets struct_size.
-template <typename T>
-void init_struct(T *s, uint32_t struct_size, uint32_t v1_size, const char *what) {
-  if (!s) throw invalid(std::string(what) + " is NULL");
-  if (struct_size < v1_size)
-    throw invalid("struct_size " + std::to_string(struct_size) + " is smaller than any " + what +
-                  " (" + std::to_string(v1_size) + ")");
-  std::memset(static_cast<void *>(s), 0, struct_size);  // a newer caller's tail is zeroed
-  s->struct_size = struct_size;
-}
-
-progcache::Cache &need_cache(pcache *cache) {
-  if (!cache) throw invalid("cache handle is NULL");
-  if (cache->state.load(std::memory_order_acquire) != kSlotOpen || !cache->cache)
-    throw invalid("cache handle is closed or invalid");
-  return *cache->cache;
-}
-
-ByteView need_key(const void *key, size_t key_size) {
-  if (!key) throw invalid("key is NULL");
-  return {key, key_size};
-}
-
-// Reads a pcache_program into the core's description (pointers stay the caller's).
-progcache::ProgramDesc to_desc(const pcache_program *program) {
-  if (!program) throw invalid("program is NULL");
-  if (program->struct_size < kProgramV1Size)
-    throw invalid("program->struct_size " + std::to_string(program->struct_size) +
-                  " is too small (fill it with pcache_program_init)");
-  // A caller built against a newer header may set fields this library does not know. Ignoring
-  // one that decides the output would cache and return the wrong binary: refuse instead.
-  const auto *bytes = reinterpret_cast<const unsigned char *>(program);
-  for (size_t i = sizeof(pcache_program); i < program->struct_size; ++i)
-    if (bytes[i])
-      throw Error(Status::unsupported, "program->struct_size " +
-                                           std::to_string(program->struct_size) +
-                                           " sets fields this library (" + PCACHE_VERSION_STRING +
-                                           ") does not know; a compile would ignore them");
-  const pcache_program &p = *program;
-  progcache::ProgramDesc d;
-  if (p.name) d.name = p.name;
-  d.code_type = static_cast<progcache::CodeType>(p.code_type);
-  d.target = static_cast<progcache::Target>(p.target);
-  d.nvrtc_version = p.nvrtc_version;
-  if (!p.source) throw invalid("program->source is NULL");
-  d.source = ByteView(p.source, p.source_size ? p.source_size : std::strlen(p.source));
-  auto strings = [](const char *const *list, size_t n, const char *what) {
-    std::vector<std::string_view> v;
-    if (n && !list) throw invalid(std::string(what) + " is NULL with a non-zero count");
-    for (size_t i = 0; i < n; ++i) {
-      if (!list[i]) throw invalid(std::string(what) + "[" + std::to_string(i) + "] is NULL");
-      v.emplace_back(list[i]);
-    }
-    return v;
-  };
-  d.options = strings(p.options, p.num_options, "options");
-  const auto names = strings(p.header_names, p.num_headers, "header_names");
-  const auto sources = strings(p.header_sources, p.num_headers, "header_sources");
-  for (size_t i = 0; i < names.size(); ++i) d.headers.emplace_back(names[i], sources[i]);
-  d.name_expressions = strings(p.name_expressions, p.num_name_expressions, "name_expressions");
-  if (p.extra_digest_size && !p.extra_digest)
-    throw invalid("extra_digest is NULL with a non-zero size");
-  if (p.extra_digest) d.extra_digest = ByteView(p.extra_digest, p.extra_digest_size);
-  return d;
-}
-
-}  // namespace
+struct pcache_module {
+  void *module = nullptr;
+  pcache_compiled compiled;
+};
 
 extern "C" {
 
@@ -261,6 +113,8 @@ pcache_status pcache_open(const char *uri, const pcache_options *options, pcache
 pcache_status pcache_close(pcache *cache) {
   return guarded(__func__, [&] {
     if (!cache) return PCACHE_OK;
+    if (cache->state.load(std::memory_order_acquire) == kSlotOpen && cache->tier)
+      throw invalid("this is a tier handle: it closes with the cache it came from");
     uint32_t open = kSlotOpen;
     if (!cache->state.compare_exchange_strong(open, kSlotClosed, std::memory_order_acq_rel))
       throw invalid("cache handle is already closed or invalid");
@@ -473,7 +327,8 @@ pcache_status pcache_make_key(const pcache_program *program, uint8_t *key_out) {
   return guarded(__func__, [&] {
     if (!key_out) throw invalid("key_out is NULL");
     const progcache::ProgramDesc desc = to_desc(program);
-    (void)progcache::canonical_options(desc.options, desc.extra_digest.has_value());  // refuse early
+    (void)progcache::canonical_options(desc.options,
+                                       desc.extra_digest.has_value());  // refuse early
     progcache::IncludeScan scan = progcache::scan_includes(desc, nullptr);
     if (!scan.uncacheable.empty())
       throw invalid("this program cannot be keyed: " + scan.uncacheable);

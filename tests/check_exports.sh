@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Fails unless the library exports exactly the functions the public header declares, each in
-# the version node capi/progcache.symbols gives it, has the
+# Fails unless the library exports exactly the functions the public headers declare (progcache.h
+# and, beside it, the unstable progcache_admin.h), each in the version node
+# capi/progcache.symbols gives it (PCACHE_1.x, or PCACHE_ADMIN_x.y for the admin API), has the
 # SONAME libprogcache.so.1, and does not link libcuda or libnvrtc (they are loaded at run time).
 set -euo pipefail
 lib=$1 header=$2 symbols=${3:-}
@@ -11,7 +12,8 @@ defined=$(nm -D --defined-only "$lib" | awk '{print $3}')
 dynamic=$(readelf -d "$lib")
 versioned=$(grep -v '^PCACHE_' <<<"$defined" | sort -u)
 exported=$(sed 's/@.*//' <<<"$versioned" | sort -u)
-declared=$(tr '\n' ' ' <"$header" | grep -oE 'PCACHE_API [a-z][^(;#]+\(' | sed -E 's/.*[ *]([a-z_0-9]+)\($/\1/' | sort -u)
+admin_header=$(dirname "$header")/progcache_admin.h
+declared=$(cat "$header" "$admin_header" | tr '\n' ' ' | grep -oE 'PCACHE_API [a-z][^(;#]+\(' | sed -E 's/.*[ *]([a-z_0-9]+)\($/\1/' | sort -u)
 if [ "$exported" != "$declared" ]; then
   echo "exported symbols differ from the header:"; diff <(echo "$declared") <(echo "$exported") || true
   exit 1
@@ -25,9 +27,13 @@ if [ -n "$symbols" ]; then
     exit 1
   fi
 fi
-unversioned=$(grep -E ' [TW] pcache_' <<<"$dynsyms" | grep -vE '@@PCACHE_1(\.[0-9]+)?$' || true)
+unversioned=$(grep -E ' [TW] pcache_' <<<"$dynsyms" | grep -vE '@@PCACHE_(1(\.[0-9]+)?|ADMIN_[0-9]+\.[0-9]+)$' || true)
+admin_in_stable=$(grep -E '^pcache_(admin|entry|explain)_.*@@PCACHE_1' <<<"$versioned" || true)
+if [ -n "$admin_in_stable" ]; then
+  echo "admin API symbols in a stable PCACHE_1.x node: $admin_in_stable"; exit 1
+fi
 if [ -n "$unversioned" ]; then
-  echo "some pcache_ symbols are in no PCACHE_1.x version node: $unversioned"; exit 1
+  echo "some pcache_ symbols are in no PCACHE_1.x or PCACHE_ADMIN_x.y version node: $unversioned"; exit 1
 fi
 grep -q 'SONAME.*\[libprogcache\.so\.1\]' <<<"$dynamic" || { echo "SONAME is not libprogcache.so.1"; exit 1; }
 needed=$(grep NEEDED <<<"$dynamic" || true)

@@ -50,6 +50,27 @@ want='is not a size' check "an empty max_size= is refused, not unbounded" 2 "$pc
 want='too large' check "a max_size that would wrap is refused" 2 "$pc" --cache "sqlite:$work/p.db?max_size=16777216T" stats
 want='too large' check "a 19-digit timeout is refused" 2 "$pc" --cache "sqlite:$work/p.db?busy_timeout_ms=9999999999999999999" stats
 
+# The command line is parsed by getopt_long against the command table: --opt=value and --opt value
+# spellings, -o as --output, every usage error exits 2 with a message, and help comes from the
+# same table (progcache help CMD, CMD --help, the manual).
+want='^(hit|miss): ' check "--output=FILE and --name-expression=EXPR spellings" 0 "$pc" compile "$kernel" --name-expression='scale_add<float>' --output="$work/k2.cubin" -- --std=c++17
+want='option\[0\] +stored --gpu-architecture=sm_90, now --gpu-architecture=sm_75' check "--arch=VALUE spelling" 1 "$pc" explain "$kernel" --arch=sm_75 --name-expression='scale_add<float>' -- --std=c++17
+want='^' check "--output wrote the same binary" 0 cmp "$work/k.cubin" "$work/k2.cubin"
+want="unknown option '--frob'.*NVRTC options go after --" check "an unknown compile option exits 2 and says where NVRTC options go" 2 "$pc" compile "$kernel" --frob
+want="stats takes 0 operand" check "an extra operand exits 2" 2 "$pc" stats extra
+want="ls takes nothing after --" check "a stray -- exits 2" 2 "$pc" ls -- x
+want="get needs -o FILE" check "get without -o exits 2" 2 "$pc" get text:x
+want="--max-size: .*is not a size" check "a bad --max-size exits 2" 2 "$pc" --max-size lots stats
+want="--older-than: .*is not a duration" check "a bad --older-than exits 2" 2 "$pc" evict --older-than 3x
+want='usage: progcache evict' check "help CMD" 0 "$pc" help evict
+want='--nvrtc-version V' check "help CMD lists the command's options" 0 "$pc" evict --help
+want="unknown command 'nope'" check "help of an unknown command exits 2" 2 "$pc" help nope
+want='^progcache [0-9]+\.[0-9]+\.[0-9]+ \(library [0-9.]+\)$' check "--version" 0 "$pc" --version
+want='^\.TH PROGCACHE 1' check "help --man prints the manual" 0 "$pc" help --man
+want='^$' check "no line of help is wider than 80 columns" 0 bash -c "for c in '' \$('$pc' --help | awk '/^  [a-z]/{print \$1}'); do '$pc' \$c --help; done | awk 'length(\$0) > 80'"
+# Progress lines are for terminals: piped output holds the results only.
+want='^verified [0-9]+ entries' check "verify prints no progress line when not on a terminal" 0 bash -c "'$pc' verify 2>&1 | head -1"
+
 # Administration reads without using: ls, verify, export and explain read every entry, which
 # used to count each as a hit and refresh its recency (ls walks newest first, so one ls
 # reversed the LRU order and a capped put then evicted the hot entries).

@@ -32,4 +32,9 @@ pc=$(dirname "$(find "$root" -name progcache.pc)")
 export PKG_CONFIG_PATH=$pc
 cc -std=c99 -Wall -Werror "$src/tests/consumers/pkgconfig_c/main.c" $(pkg-config --cflags --libs progcache) -o "$work/consumer"
 LD_LIBRARY_PATH=$(dirname "$(find "$root" -name 'libprogcache.so.1')") "$work/consumer"
-echo "package: 3 passed, 0 failed"
+# The command links the library it was packaged with: unpacked anywhere, it finds that one
+# (RUNPATH $ORIGIN/../lib...), and it runs.
+resolved=$(ldd "$root/bin/progcache" | awk '/libprogcache/{print $3}')
+case "$resolved" in "$root"/*) ;; *) echo "progcache resolves libprogcache to '$resolved', not the package's"; exit 1 ;; esac
+"$root/bin/progcache" --cache memory: stats >/dev/null
+echo "package: 4 passed, 0 failed"

@@ -169,7 +169,12 @@ std::optional<Hit> Cache::get_counting_hits(ByteView key) {
   return read(key, Access::use, true, false);
 }
 
-std::optional<Hit> Cache::read(ByteView key, Access access, bool count_hits, bool count_misses) {
+std::optional<Hit> Cache::peek(ByteView key, std::string *damage) {
+  return read(key, Access::peek, false, false, damage);
+}
+
+std::optional<Hit> Cache::read(ByteView key, Access access, bool count_hits, bool count_misses,
+                               std::string *damage) {
   check_key(key);
   SharedBlob record = backend_->get(key, access);
   if (!record && !count_misses) return std::nullopt;
@@ -203,6 +208,7 @@ std::optional<Hit> Cache::read(ByteView key, Access access, bool count_hits, boo
       pending_misses_.fetch_add(1, std::memory_order_relaxed);
     }
     set_thread_warning("removed a damaged cache entry: " + why);
+    if (damage) *damage = why.empty() ? "damaged" : why;
     return std::nullopt;
   }
   if (!count_hits) return Hit{std::move(record), parts->payload, parts->meta};

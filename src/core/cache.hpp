@@ -51,6 +51,9 @@ class Cache final : public MemoStore {
   // a miss too on a use). A peek (administration) counts no hit or miss and refreshes no
   // recency.
   [[nodiscard]] std::optional<Hit> get(ByteView key, Access access = Access::use);
+  // An administrative read: a peek (no recency, no hit or miss) that also says why a stored
+  // record was refused (*damage non-empty: it was damaged, removed and counted as corrupt).
+  [[nodiscard]] std::optional<Hit> peek(ByteView key, std::string *damage);
   // A compile's lookup: a use (recency, tier copies) that counts a hit but no miss: a call that
   // missed counts its miss once it has compiled (note_compile_miss), since waiting for another's
   // compile may still answer it from the cache.
@@ -124,7 +127,8 @@ class Cache final : public MemoStore {
   // open() without the coordinator (which needs the finished backend).
   static std::unique_ptr<Cache> open_storage(std::string_view uri, const CacheOptions &options);
   void check_key(ByteView key) const;
-  std::optional<Hit> read(ByteView key, Access access, bool count_hits, bool count_misses);
+  std::optional<Hit> read(ByteView key, Access access, bool count_hits, bool count_misses,
+                          std::string *damage = nullptr);
   void check_payload_size(uint64_t size) const;
 
   std::string uri_;

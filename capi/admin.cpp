@@ -1,0 +1,341 @@
+// The C ABI shim for progcache_admin.h (the unstable administration API): validate, convert,
+// call the core, catch everything (capi/shim.hpp).
+#include <cstring>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/bundle.hpp"
+#include "core/compiled_meta.hpp"
+#include "core/key.hpp"
+#include "shim.hpp"
+#include "util/uri.hpp"
+
+using progcache::ByteView;
+using progcache::Error;
+using progcache::Status;
+using namespace progcache::shim;
+
+namespace {
+
+using Fields = std::vector<std::pair<std::string, std::string>>;
+
+// Name and value arrays over a list of pairs, for the *_key_fields accessors. Not movable: the
+// arrays point into the strings (a moved short string changes address).
+struct FieldArrays {
+  Fields fields;
+  std::vector<const char *> names, values;
+
+  explicit FieldArrays(Fields f) : fields(std::move(f)) {
+    for (const auto &[name, value] : fields) {
+      names.push_back(name.c_str());
+      values.push_back(value.c_str());
+    }
+  }
+  FieldArrays(const FieldArrays &) = delete;
+  FieldArrays &operator=(const FieldArrays &) = delete;
+  pcache_status get(size_t *count, const char *const **n, const char *const **v) const {
+    if (!count || !n || !v) return fail(PCACHE_ERR_INVALID_ARG, "count, names or values is NULL");
+    *count = fields.size();
+    *n = names.data();
+    *v = values.data();
+    return PCACHE_OK;
+  }
+};
+
+void check_struct_size(uint32_t given, size_t needed, const char *what) {
+  if (given < needed)
+    throw invalid(std::string(what) + "->struct_size " + std::to_string(given) +
+                  " is smaller than this release's (" + std::to_string(needed) + ")");
+}
+
+progcache::Cache &need_counters(pcache *cache) {
+  progcache::Cache &c = need_cache(cache);
+  if (!c.tiers().empty())
+    throw Error(Status::unsupported,
+                "a tiered cache keeps its shared counters per tier: ask each tier handle");
+  return c;
+}
+
+pcache_transfer to_transfer(const progcache::BundleProgress &p) {
+  return pcache_transfer{p.entries, p.bytes, p.rejected, p.file_bytes};
+}
+
+}  // namespace
+
+struct pcache_entry {
+  pcache_entry(progcache::Hit h, std::optional<progcache::CompiledMeta> m)
+      : hit(std::move(h)), meta(std::move(m)), key_fields(meta ? meta->key_fields : Fields{}) {}
+  progcache::Hit hit;
+  std::optional<progcache::CompiledMeta> meta;
+  FieldArrays key_fields;
+};
+
+struct pcache_explain {
+  pcache_explain(const progcache::ProgramDesc &desc, const progcache::PreparedCompile &prepared)
+      : uncacheable(prepared.uncacheable),
+        key_fields(progcache::key_fields(desc, &prepared.context)) {
+    if (uncacheable.empty()) key = prepared.key;
+    for (const progcache::HeaderDependency &d : prepared.context.dependencies) {
+      paths.push_back(d.path);
+      present.push_back(d.present ? 1 : 0);
+    }
+    for (const std::string &p : paths) path_pointers.push_back(p.c_str());
+  }
+  progcache::Key key{};
+  std::string uncacheable;
+  FieldArrays key_fields;
+  std::vector<std::string> paths;
+  std::vector<const char *> path_pointers;
+  std::vector<int32_t> present;
+};
+
+extern "C" {
+
+pcache_status pcache_admin_info_get(pcache *cache, pcache_admin_info *info) {
+  return guarded(__func__, [&] {
+    progcache::Cache &c = need_cache(cache);
+    if (!info) throw invalid("info is NULL");
+    check_struct_size(info->struct_size, sizeof(pcache_admin_info), "info");
+    std::lock_guard lock(cache->lazy_mutex);
+    if (cache->display_uri.empty()) {
+      cache->display_uri = c.display_uri();
+      cache->scheme = progcache::parse_uri(c.uri()).scheme;
+    }
+    pcache_admin_info out{};
+    out.struct_size = info->struct_size;
+    out.tier_count = uint32_t(c.tiers().size());
+    out.uri = cache->display_uri.c_str();
+    out.scheme = cache->scheme.c_str();
+    out.max_size_bytes = c.max_size_bytes();
+    out.max_payload_size = c.max_payload_size();
+    std::memcpy(info, &out, sizeof out);
+    return PCACHE_OK;
+  });
+}
+
+pcache_status pcache_admin_tier(pcache *cache, uint32_t tier, pcache **tier_out) {
+  if (tier_out) *tier_out = nullptr;
+  return guarded(__func__, [&] {
+    progcache::Cache &c = need_cache(cache);
+    if (!tier_out) throw invalid("tier_out is NULL");
+    const std::vector<progcache::Cache *> tiers = c.tiers();
+    if (tier >= tiers.size()) return PCACHE_NOT_FOUND;
+    std::lock_guard lock(cache->lazy_mutex);
+    cache->tier_handles.resize(tiers.size());
+    pcache *&handle = cache->tier_handles[tier];
+    if (!handle) {
+      handle = take_slot();
+      handle->tier = tiers[tier];
+      handle->state.store(kSlotOpen, std::memory_order_release);
+    }
+    *tier_out = handle;
+    return PCACHE_OK;
+  });
+}
+
+pcache_status pcache_admin_shared_stats(pcache *cache, pcache_shared_stats *stats) {
+  return guarded(__func__, [&] {
+    progcache::Cache &c = need_counters(cache);
+    if (!stats) throw invalid("stats is NULL");
+    check_struct_size(stats->struct_size, sizeof(pcache_shared_stats), "stats");
+    const progcache::PersistentCounters pc = c.persistent_counters();
+    pcache_shared_stats out{};
+    out.struct_size = stats->struct_size;
+    out.hits = pc.hits;
+    out.misses = pc.misses;
+    out.evictions = pc.evictions;
+    out.compile_us_saved = pc.compile_us_saved;
+    std::memcpy(stats, &out, sizeof out);
+    return PCACHE_OK;
+  });
+}
+
+pcache_status pcache_admin_zero_shared_stats(pcache *cache) {
+  return guarded(__func__, [&] {
+    need_counters(cache).zero_counters();
+    return PCACHE_OK;
+  });
+}
+
+pcache_status pcache_admin_list(pcache *cache, pcache_list_fn fn, void *context) {
+  return guarded(__func__, [&] {
+    progcache::Cache &c = need_cache(cache);
+    if (!fn) throw invalid("fn is NULL");
+    bool stopped = false;  // the storage walks on; the caller hears no more
+    c.list([&](const progcache::EntryInfo &e) {
+      if (stopped) return;
+      const pcache_entry_info info{e.key.data(), e.key.size(), e.payload_size, e.last_use};
+      stopped = fn(&info, context) != 0;
+    });
+    return PCACHE_OK;
+  });
+}
+
+pcache_status pcache_admin_peek(pcache *cache, const void *key, size_t key_size,
+                                pcache_entry **out) {
+  if (out) *out = nullptr;
+  return guarded(__func__, [&] {
+    progcache::Cache &c = need_cache(cache);
+    const ByteView k = need_key(key, key_size);
+    if (!out) throw invalid("out is NULL");
+    std::string damage;
+    std::optional<progcache::Hit> hit = c.peek(k, &damage);
+    if (!hit && !damage.empty())
+      throw Error(Status::corrupt, "removed a damaged cache entry: " + damage);
+    if (!hit) return PCACHE_NOT_FOUND;
+    std::optional<progcache::CompiledMeta> meta = progcache::decode_meta(hit->meta);
+    *out = new pcache_entry(std::move(*hit), std::move(meta));
+    return PCACHE_OK;
+  });
+}
+
+const void *pcache_entry_payload(const pcache_entry *entry, size_t *size) {
+  if (size) *size = entry ? entry->hit.payload.size : 0;
+  return entry ? static_cast<const void *>(entry->hit.payload.data) : nullptr;
+}
+
+int32_t pcache_entry_is_compiled(const pcache_entry *entry) {
+  return entry && entry->meta ? 1 : 0;
+}
+
+int32_t pcache_entry_target(const pcache_entry *entry) {
+  return entry && entry->meta ? entry->meta->target : -1;
+}
+
+uint32_t pcache_entry_nvrtc_version(const pcache_entry *entry) {
+  return entry && entry->meta ? entry->meta->nvrtc_version : 0;
+}
+
+uint64_t pcache_entry_compile_us(const pcache_entry *entry) {
+  return entry && entry->meta ? entry->meta->compile_us : 0;
+}
+
+const char *pcache_entry_program_name(const pcache_entry *entry) {
+  return entry && entry->meta ? entry->meta->program_name.c_str() : "";
+}
+
+pcache_status pcache_entry_key_fields(const pcache_entry *entry, size_t *count,
+                                      const char *const **names, const char *const **values) {
+  if (!entry) return fail(PCACHE_ERR_INVALID_ARG, "pcache_entry_key_fields: entry is NULL");
+  return entry->key_fields.get(count, names, values);
+}
+
+void pcache_entry_free(pcache_entry *entry) {
+  delete entry;
+}
+
+pcache_status pcache_admin_explain(pcache *cache, const pcache_program *program,
+                                   pcache_explain **out) {
+  if (out) *out = nullptr;
+  return guarded(__func__, [&] {
+    if (!out) throw invalid("out is NULL");
+    progcache::Cache *c = cache ? &need_cache(cache) : nullptr;
+    const progcache::ProgramDesc desc = to_desc(program);
+    const progcache::PreparedCompile prepared = progcache::prepare_compile(c, desc);
+    *out = new pcache_explain(desc, prepared);
+    return PCACHE_OK;
+  });
+}
+
+const uint8_t *pcache_explain_key(const pcache_explain *explain) {
+  return explain ? explain->key.data() : nullptr;
+}
+
+const char *pcache_explain_uncacheable(const pcache_explain *explain) {
+  return explain ? explain->uncacheable.c_str() : "";
+}
+
+pcache_status pcache_explain_key_fields(const pcache_explain *explain, size_t *count,
+                                        const char *const **names, const char *const **values) {
+  if (!explain) return fail(PCACHE_ERR_INVALID_ARG, "pcache_explain_key_fields: explain is NULL");
+  return explain->key_fields.get(count, names, values);
+}
+
+pcache_status pcache_explain_dependencies(const pcache_explain *explain, size_t *count,
+                                          const char *const **paths, const int32_t **present) {
+  if (!explain || !count || !paths || !present)
+    return fail(PCACHE_ERR_INVALID_ARG,
+                "pcache_explain_dependencies: explain, count, paths or present is NULL");
+  *count = explain->paths.size();
+  *paths = explain->path_pointers.data();
+  *present = explain->present.data();
+  return PCACHE_OK;
+}
+
+void pcache_explain_free(pcache_explain *explain) {
+  delete explain;
+}
+
+pcache_status pcache_admin_options_name_arch(const char *const *options, size_t num_options,
+                                             int32_t *names_arch) {
+  return guarded(__func__, [&] {
+    if (!names_arch) throw invalid("names_arch is NULL");
+    *names_arch = 0;
+    const auto given = string_list(options, num_options, "options");
+    for (const std::string &o : progcache::canonical_options(given, true))
+      if (o.rfind("--gpu-architecture", 0) == 0) *names_arch = 1;
+    return PCACHE_OK;
+  });
+}
+
+const char *pcache_admin_compiled_not_stored(const pcache_compiled *result) {
+  return result ? result->result->not_stored.c_str() : "";
+}
+
+pcache_status pcache_admin_export(pcache *cache, const char *path, pcache_progress_fn progress,
+                                  void *context, pcache_transfer *result) {
+  return guarded(__func__, [&] {
+    progcache::Cache &c = need_cache(cache);
+    if (!path) throw invalid("path is NULL");
+    const progcache::BundleProgress done =
+        progcache::export_bundle(c, path, [&](const progcache::BundleProgress &p) {
+          if (!progress) return;
+          const pcache_transfer so_far = to_transfer(p);
+          progress(&so_far, context);
+        });
+    if (result) *result = to_transfer(done);
+    return PCACHE_OK;
+  });
+}
+
+pcache_status pcache_admin_import(pcache *cache, const char *path, pcache_progress_fn progress,
+                                  pcache_reject_fn reject, void *context, pcache_transfer *result) {
+  return guarded(__func__, [&] {
+    progcache::Cache &c = need_cache(cache);
+    if (!path) throw invalid("path is NULL");
+    const progcache::BundleProgress done = progcache::import_bundle(
+        c, path,
+        [&](const progcache::BundleProgress &p) {
+          if (!progress) return;
+          const pcache_transfer so_far = to_transfer(p);
+          progress(&so_far, context);
+        },
+        [&](const std::string &why) {
+          if (reject) reject(why.c_str(), context);
+        });
+    if (result) *result = to_transfer(done);
+    return PCACHE_OK;
+  });
+}
+
+pcache_status pcache_admin_parse_size(const char *text, uint64_t *bytes) {
+  return guarded(__func__, [&] {
+    if (!text || !bytes) throw invalid("text or bytes is NULL");
+    *bytes = progcache::parse_size("size", text);
+    return PCACHE_OK;
+  });
+}
+
+pcache_status pcache_admin_parse_duration(const char *text, uint64_t *seconds) {
+  return guarded(__func__, [&] {
+    if (!text || !seconds) throw invalid("text or seconds is NULL");
+    const int64_t s = progcache::parse_duration_seconds("duration", text);
+    if (s < 0) throw invalid(std::string("duration '") + text + "' is negative");
+    *seconds = uint64_t(s);
+    return PCACHE_OK;
+  });
+}
+
+}  // extern "C"

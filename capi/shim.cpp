@@ -1,0 +1,119 @@
+// The handle slots and the argument checks every C entry point shares (capi/shim.hpp).
+#include "shim.hpp"
+
+#include <string>
+
+#include "progcache/progcache.h"
+
+namespace progcache::shim {
+namespace {
+
+std::mutex g_slots_mutex;
+pcache *g_free_slots = nullptr;  // reachable, so leak checkers see no leak
+
+}  // namespace
+
+thread_local std::string t_last_error;
+
+pcache *take_slot() {
+  std::lock_guard lock(g_slots_mutex);
+  if (pcache *p = g_free_slots) {
+    g_free_slots = p->next_free;
+    p->next_free = nullptr;
+    return p;
+  }
+  return new pcache();
+}
+
+void return_slot(pcache *p) {
+  std::vector<pcache *> lent;
+  {
+    std::lock_guard lazy(p->lazy_mutex);
+    lent.swap(p->tier_handles);
+    p->display_uri.clear();
+    p->scheme.clear();
+  }
+  for (pcache *t : lent)
+    if (t) {
+      t->state.store(kSlotClosed, std::memory_order_release);
+      t->tier = nullptr;
+      return_slot(t);
+    }
+  p->cache.reset();
+  p->tier = nullptr;
+  std::lock_guard lock(g_slots_mutex);
+  p->next_free = g_free_slots;
+  g_free_slots = p;
+}
+
+pcache_status fail(pcache_status status, const std::string &message) noexcept {
+  try {
+    t_last_error = message;
+  } catch (...) {
+    t_last_error.clear();  // no memory for the message: the status still says what happened
+  }
+  return status;
+}
+
+Error invalid(const std::string &what) {
+  return Error(Status::invalid_arg, what);
+}
+
+progcache::Cache &need_cache(pcache *cache) {
+  if (!cache) throw invalid("cache handle is NULL");
+  if (cache->state.load(std::memory_order_acquire) != kSlotOpen)
+    throw invalid("cache handle is closed or invalid");
+  if (cache->cache) return *cache->cache;
+  if (cache->tier) return *cache->tier;
+  throw invalid("cache handle is closed or invalid");
+}
+
+ByteView need_key(const void *key, size_t key_size) {
+  if (!key) throw invalid("key is NULL");
+  return {key, key_size};
+}
+
+std::vector<std::string_view> string_list(const char *const *list, size_t n, const char *what) {
+  std::vector<std::string_view> v;
+  if (n && !list) throw invalid(std::string(what) + " is NULL with a non-zero count");
+  for (size_t i = 0; i < n; ++i) {
+    if (!list[i]) throw invalid(std::string(what) + "[" + std::to_string(i) + "] is NULL");
+    v.emplace_back(list[i]);
+  }
+  return v;
+}
+
+progcache::ProgramDesc to_desc(const pcache_program *program) {
+  if (!program) throw invalid("program is NULL");
+  if (program->struct_size < kProgramV1Size)
+    throw invalid("program->struct_size " + std::to_string(program->struct_size) +
+                  " is too small (fill it with pcache_program_init)");
+  // A caller built against a newer header may set fields this library does not know. Ignoring
+  // one that decides the output would cache and return the wrong binary: refuse instead.
+  const auto *bytes = reinterpret_cast<const unsigned char *>(program);
+  for (size_t i = sizeof(pcache_program); i < program->struct_size; ++i)
+    if (bytes[i])
+      throw Error(Status::unsupported, "program->struct_size " +
+                                           std::to_string(program->struct_size) +
+                                           " sets fields this library (" + PCACHE_VERSION_STRING +
+                                           ") does not know; a compile would ignore them");
+  const pcache_program &p = *program;
+  progcache::ProgramDesc d;
+  if (p.name) d.name = p.name;
+  d.code_type = static_cast<progcache::CodeType>(p.code_type);
+  d.target = static_cast<progcache::Target>(p.target);
+  d.nvrtc_version = p.nvrtc_version;
+  if (!p.source) throw invalid("program->source is NULL");
+  d.source = ByteView(p.source, p.source_size ? p.source_size : std::strlen(p.source));
+  d.options = string_list(p.options, p.num_options, "options");
+  const auto names = string_list(p.header_names, p.num_headers, "header_names");
+  const auto sources = string_list(p.header_sources, p.num_headers, "header_sources");
+  for (size_t i = 0; i < names.size(); ++i) d.headers.emplace_back(names[i], sources[i]);
+  d.name_expressions = string_list(p.name_expressions, p.num_name_expressions, "name_expressions");
+  if (p.extra_digest_size && !p.extra_digest)
+    throw invalid("extra_digest is NULL with a non-zero size");
+  if (p.extra_digest) d.extra_digest = ByteView(p.extra_digest, p.extra_digest_size);
+  return d;
+}
+
+}  // namespace progcache::shim

@@ -1,0 +1,100 @@
+// What the C entry points share: the handle types behind the opaque pointers and the one way a
+// call runs (guarded: every exception becomes a status and a thread-local message). The shim only
+// validates, converts and calls the core; the behaviour lives in src/core.
+#pragma once
+
+#define PCACHE_BUILDING_LIBRARY 1
+#define PCACHE_ADMIN_UNSTABLE 1
+#include <atomic>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <new>
+#include <string>
+#include <vector>
+
+#include "core/cache.hpp"
+#include "core/compile.hpp"
+#include "progcache/progcache.h"
+#include "progcache/progcache_admin.h"
+#include "util/error.hpp"
+#include "util/warning.hpp"
+
+// Handles live in slots that are never freed: a closed slot goes to a free list for the next
+// pcache_open. So a call on a closed handle reads valid memory, sees the slot closed and answers
+// PCACHE_ERR_INVALID_ARG, instead of touching freed memory (one atomic load, no lock).
+// A slot either owns its cache (pcache_open) or borrows a tier of its owner's (pcache_admin_tier).
+struct pcache {
+  std::atomic<uint32_t> state{0};  // kSlotOpen or kSlotClosed
+  std::unique_ptr<progcache::Cache> cache;
+  progcache::Cache *tier = nullptr;  // a tier handle's cache, owned by the owner's
+  pcache *next_free = nullptr;
+  // Filled on first use, released with the slot.
+  std::mutex lazy_mutex;
+  std::vector<pcache *> tier_handles;  // by tier index; null until asked for
+  std::string display_uri, scheme;
+};
+
+struct pcache_compiled {
+  std::shared_ptr<progcache::CompileResult> result;
+};
+
+namespace progcache::shim {
+
+inline constexpr uint32_t kSlotOpen = 0x0b5e55ed, kSlotClosed = 0xdeadc105;
+// First (smallest) published sizes of the growable structs (docs/ABI.md).
+inline constexpr uint32_t kOptionsV1Size = 16, kStatsV1Size = 72, kProgramV1Size = 112;
+
+// A fresh slot (from the free list when one is there), and back to the free list (with the tier
+// handles it lent, which close with it).
+pcache *take_slot();
+void return_slot(pcache *p);
+
+extern thread_local std::string t_last_error;
+
+pcache_status fail(pcache_status status, const std::string &message) noexcept;
+
+// Runs fn, turning every exception into a status and a message. Nothing escapes. A warning the
+// call raised without failing (a damaged entry removed) becomes pcache_last_error().
+template <typename Fn>
+pcache_status guarded(const char *function, Fn &&fn) noexcept {
+  try {
+    t_last_error.clear();
+    progcache::take_thread_warning();  // a warning left by a call that failed is not this call's
+    const pcache_status status = fn();
+    std::string warning = progcache::take_thread_warning();
+    if (!warning.empty()) t_last_error = std::move(warning);
+    return status;
+  } catch (const Error &e) {
+    return fail(static_cast<pcache_status>(e.status()), std::string(function) + ": " + e.what());
+  } catch (const std::bad_alloc &) {
+    return fail(PCACHE_ERR_NO_MEMORY, std::string(function) + ": out of memory");
+  } catch (const std::exception &e) {
+    return fail(PCACHE_ERR_INTERNAL, std::string(function) + ": internal error: " + e.what());
+  } catch (...) {
+    return fail(PCACHE_ERR_INTERNAL, std::string(function) + ": unknown internal error");
+  }
+}
+
+Error invalid(const std::string &what);
+
+// Fills the first struct_size bytes of a growable struct with zeros and sets struct_size.
+template <typename T>
+void init_struct(T *s, uint32_t struct_size, uint32_t v1_size, const char *what) {
+  if (!s) throw invalid(std::string(what) + " is NULL");
+  if (struct_size < v1_size)
+    throw invalid("struct_size " + std::to_string(struct_size) + " is smaller than any " + what +
+                  " (" + std::to_string(v1_size) + ")");
+  std::memset(static_cast<void *>(s), 0, struct_size);  // a newer caller's tail is zeroed
+  s->struct_size = struct_size;
+}
+
+// The open cache behind a handle; throws invalid_arg for NULL, closed or invalid handles.
+progcache::Cache &need_cache(pcache *cache);
+ByteView need_key(const void *key, size_t key_size);
+// Reads a pcache_program into the core's description (pointers stay the caller's).
+progcache::ProgramDesc to_desc(const pcache_program *program);
+// C string arrays as views; throws invalid_arg naming `what` for NULL pointers.
+std::vector<std::string_view> string_list(const char *const *list, size_t n, const char *what);
+
+}  // namespace progcache::shim

@@ -1,0 +1,32 @@
+// progcache verify: read and check every entry; damaged ones are removed and reported. Exit
+// status 1 when damage was found (and removed), like fsck.
+#include <cstdio>
+
+#include "commands.hpp"
+
+namespace progcache::cli {
+
+int cmd_verify(Invocation &in) {
+  const int64_t t0 = now_ns();
+  const std::vector<ListedEntry> entries = list_entries(in.cache);
+  Progress progress("verify", entries.size());
+  size_t checked = 0, good = 0, damaged = 0;
+  for (const ListedEntry &e : entries) {
+    pcache_entry *entry = nullptr;
+    const pcache_status s = pcache_admin_peek(in.cache, e.key.data(), e.key.size(), &entry);
+    pcache_entry_free(entry);
+    if (s == PCACHE_ERR_CORRUPT) {
+      ++damaged;
+      std::printf("removed damaged entry %s: %s\n", show_key(e.key).c_str(),
+                  library_message().c_str());
+    } else if (check(s) == PCACHE_OK) {
+      ++good;
+    }  // else removed by another process since the listing
+    progress.update(++checked);
+  }
+  std::printf("verified %zu entries in %.2f s: %zu good, %zu damaged and removed\n", checked,
+              seconds_since(t0), good, damaged);
+  return damaged ? 1 : 0;
+}
+
+}  // namespace progcache::cli

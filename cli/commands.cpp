@@ -1,0 +1,197 @@
+// The command table: every command's name, operands, options, help and how it opens the cache.
+// Parsing (cli/main.cpp), --help, `progcache help CMD` and the manual (cli/help.cpp) all read it.
+#include "commands.hpp"
+
+#include "program.hpp"
+
+namespace progcache::cli {
+namespace {
+
+std::vector<OptionSpec> with_compile_options(std::vector<OptionSpec> extra) {
+  std::vector<OptionSpec> all = compile_options();
+  all.insert(all.end(), extra.begin(), extra.end());
+  return all;
+}
+
+std::vector<Command> make_commands() {
+  return {
+      {"compile", "FILE.cu [OPTIONS] [-- NVRTC-OPTIONS...]",
+       "compile through the cache; print hit or miss and the time",
+       "Compiles FILE.cu with NVRTC through the cache. The program name is FILE as given, so\n"
+       "quoted includes are found beside it; -I DIR and other NVRTC options go after --.\n"
+       "Prints 'hit' or 'miss', the time taken, the binary's size and key, and the lowered name\n"
+       "of each --name-expression; NVRTC's log (warnings, -Xptxas -v) goes to stderr, replayed\n"
+       "from the stored log on a hit.",
+       with_compile_options({{"output", 'o', "OUT", "write the binary to OUT (- = stdout)"}}), 1, 1,
+       Opens::storing, cmd_compile},
+      {"deps", "FILE.cu [OPTIONS] [-- NVRTC-OPTIONS...]",
+       "list the header paths the key covers (found or absent)",
+       "Lists what the key of FILE covers on disk, in the order NVRTC would look: 'present PATH'\n"
+       "for each header read, 'absent PATH' for each place looked at that held nothing (creating\n"
+       "a file there changes the key). Exit status 1 if the program cannot be cached, with why.",
+       compile_options(), 1, 1, Opens::reading, cmd_deps},
+      {"explain", "FILE.cu [OPTIONS] [-- NVRTC-OPTIONS...]",
+       "say why it would miss: the key fields that differ from the closest entry",
+       "Derives FILE's key as compile would and, on a miss, names every key field that differs\n"
+       "from the closest stored entry with the same program name. Exit status 0 on a hit, 1 on a\n"
+       "miss or an uncacheable program.",
+       compile_options(), 1, 1, Opens::reading, cmd_explain},
+      {"stats",
+       "[--zero | --json]",
+       "entries, size, cap and the counters shared by all processes",
+       "Entries, stored bytes, the cap and how full it is, and the hit, miss and eviction\n"
+       "counters and compile time saved, shared by every process using the cache (per tier for a\n"
+       "tiered cache). clear removes entries and leaves the counters; --zero does the reverse.",
+       {{"zero", 'z', nullptr, "set the shared counters to zero (like ccache -z); entries stay"},
+        {"json", 0, nullptr, "print one JSON object (docs/cli.md)"}},
+       0,
+       0,
+       Opens::reading,
+       cmd_stats},
+      {"ls",
+       "[--json]",
+       "key, size, target and last use of every entry",
+       "One line per entry: key, size, target, NVRTC version, last use. Listing is a peek: it\n"
+       "counts no hit and changes no entry's recency.",
+       {{"json", 0, nullptr, "print one JSON object (docs/cli.md)"}},
+       0,
+       0,
+       Opens::reading,
+       cmd_ls},
+      {"get",
+       "KEY -o FILE",
+       "write an entry's bytes to FILE",
+       "KEY is hex (as ls prints it) or text:STRING; FILE - is standard output, which then holds\n"
+       "the bytes and nothing else. Exit status 1 on a miss.",
+       {{"output", 'o', "FILE", "where to write the bytes (- = stdout)"}},
+       1,
+       1,
+       Opens::reading,
+       cmd_get},
+      {"put",
+       "KEY FILE",
+       "store FILE's bytes under KEY",
+       "FILE - is standard input.",
+       {},
+       2,
+       2,
+       Opens::storing,
+       cmd_put},
+      {"rm",
+       "KEY",
+       "remove an entry",
+       "Exit status 1 if there was no such entry.",
+       {},
+       1,
+       1,
+       Opens::reading,
+       cmd_rm},
+      {"clear",
+       "",
+       "remove every entry",
+       "Removes every entry; the shared counters stay (stats --zero resets them).",
+       {},
+       0,
+       0,
+       Opens::reading,
+       cmd_clear},
+      {"prune",
+       "--max-size SIZE",
+       "evict least-recently-used entries down to SIZE",
+       "Evicts least-recently-used entries until the stored payloads fit SIZE (500M, 10G,\n"
+       "1048576). Redis caches are not pruned (Redis evicts by its maxmemory policy); prune each\n"
+       "local tier of a tiered cache by its own URI.",
+       {},
+       0,
+       0,
+       Opens::nothing,
+       cmd_prune},
+      {"verify",
+       "",
+       "read every entry; report and remove damaged ones",
+       "Reads and checks every entry (checksum, and MAC with a secret); damaged ones are removed\n"
+       "and reported. Exit status 1 when damage was found (and removed), like fsck. A progress\n"
+       "line is shown on a terminal.",
+       {},
+       0,
+       0,
+       Opens::reading,
+       cmd_verify},
+      {"evict",
+       "--older-than AGE | --nvrtc-version V",
+       "remove entries unused for AGE, or compiled by NVRTC V",
+       "AGE: 30d, 12h, 15m, 45s. V: an NVRTC version such as 12.4 or 13.0.",
+       {{"older-than", 0, "AGE", "remove entries not used for AGE"},
+        {"nvrtc-version", 0, "V", "remove entries compiled by NVRTC V"}},
+       0,
+       0,
+       Opens::reading,
+       cmd_evict},
+      {"export",
+       "FILE",
+       "write every entry to one bundle file (- = stdout)",
+       "Writes every entry (payload and metadata, verified, compressed, signed when a secret is\n"
+       "configured) to one portable bundle; - writes to stdout. A progress line is shown on a\n"
+       "terminal.",
+       {},
+       1,
+       1,
+       Opens::reading,
+       cmd_export},
+      {"import",
+       "FILE",
+       "verify and store every entry of a bundle (- = stdin)",
+       "Verifies every record of a bundle (checksum, and MAC when a secret is configured) and\n"
+       "stores the good ones; - reads stdin. Exit status 1 if any record was rejected or the\n"
+       "bundle is truncated.",
+       {},
+       1,
+       1,
+       Opens::storing,
+       cmd_import},
+      {"version",
+       "",
+       "print the version",
+       "Prints the version of the command and of the library.",
+       {},
+       0,
+       0,
+       Opens::nothing,
+       cmd_version},
+      {"help",
+       "[COMMAND] | --man",
+       "show help for progcache or one command",
+       "Without COMMAND, the overview; with one, that command's help (as COMMAND --help).\n"
+       "--man prints the manual page (roff), generated from the same table.",
+       {{"man", 0, nullptr, "print the manual page in roff"}},
+       0,
+       1,
+       Opens::nothing,
+       cmd_help},
+  };
+}
+
+}  // namespace
+
+const std::vector<Command> &commands() {
+  static const std::vector<Command> table = make_commands();
+  return table;
+}
+
+const Command *find_command(std::string_view name) {
+  for (const Command &c : commands())
+    if (name == c.name) return &c;
+  return nullptr;
+}
+
+const std::vector<OptionSpec> &global_options() {
+  static const std::vector<OptionSpec> options = {
+      {"cache", 0, "URI", "the cache to use (see CACHE below); before or after the command"},
+      {"max-size", 0, "SIZE",
+       "size cap for commands that store (500M, 4G); a command that only reads never evicts"},
+      {"help", 'h', nullptr, "show help (of the command, when one is given)"},
+  };
+  return options;
+}
+
+}  // namespace progcache::cli

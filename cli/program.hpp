@@ -1,0 +1,31 @@
+// The program compile, deps and explain describe: FILE.cu and the compile options, as a
+// pcache_program (cli/program.cpp).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "cli.hpp"
+
+namespace progcache::cli {
+
+// The options compile, deps and explain share, for the command table.
+std::vector<OptionSpec> compile_options();
+
+// Owns the strings a pcache_program points at.
+class Program {
+ public:
+  explicit Program(const Invocation &in);
+  const pcache_program &get() const { return program_; }
+  const std::string &file() const { return file_; }
+  const std::string &target_name() const { return target_; }
+  const std::vector<std::string> &name_expressions() const { return expressions_; }
+
+ private:
+  std::string file_, source_, target_;
+  std::vector<std::string> options_, expressions_;
+  std::vector<const char *> option_pointers_, expression_pointers_;
+  pcache_program program_{};
+};
+
+}  // namespace progcache::cli
