@@ -10,6 +10,7 @@
 #include "core/compiled_meta.hpp"
 #include "core/key.hpp"
 #include "shim.hpp"
+#include "util/settings.hpp"
 #include "util/uri.hpp"
 
 using progcache::ByteView;
@@ -98,11 +99,13 @@ pcache_status pcache_admin_info_get(pcache *cache, pcache_admin_info *info) {
     progcache::Cache &c = need_cache(cache);
     if (!info) throw invalid("info is NULL");
     check_struct_size(info->struct_size, sizeof(pcache_admin_info), "info");
+    const progcache::Cache::ConfiguredCap cap = c.configured_cap();
     std::lock_guard lock(cache->lazy_mutex);
     if (cache->display_uri.empty()) {
       cache->display_uri = c.display_uri();
       cache->scheme = progcache::parse_uri(c.uri()).scheme;
     }
+    cache->max_size_source = cap.source;
     pcache_admin_info out{};
     out.struct_size = info->struct_size;
     out.tier_count = uint32_t(c.tiers().size());
@@ -110,6 +113,8 @@ pcache_status pcache_admin_info_get(pcache *cache, pcache_admin_info *info) {
     out.scheme = cache->scheme.c_str();
     out.max_size_bytes = c.max_size_bytes();
     out.max_payload_size = c.max_payload_size();
+    out.configured_max_size = cap.bytes;
+    out.max_size_source = cache->max_size_source.c_str();
     std::memcpy(info, &out, sizeof out);
     return PCACHE_OK;
   });
@@ -155,6 +160,45 @@ pcache_status pcache_admin_shared_stats(pcache *cache, pcache_shared_stats *stat
 pcache_status pcache_admin_zero_shared_stats(pcache *cache) {
   return guarded(__func__, [&] {
     need_counters(cache).zero_counters();
+    return PCACHE_OK;
+  });
+}
+
+pcache_status pcache_admin_config_list(pcache *cache, pcache_setting_fn fn, void *context) {
+  return guarded(__func__, [&] {
+    progcache::Cache &c = need_cache(cache);
+    if (!fn) throw invalid("fn is NULL");
+    for (const progcache::SettingSpec &spec : progcache::setting_specs()) {
+      if (spec.key == std::string_view("max_size")) {
+        const progcache::Cache::ConfiguredCap cap = c.configured_cap();
+        fn(spec.key, cap.source.empty() ? "" : std::to_string(cap.bytes).c_str(),
+           cap.source.c_str(), context);
+        continue;
+      }
+      const progcache::Setting s = progcache::lookup_setting(spec.key);
+      fn(spec.key, s.value.c_str(), s.source.c_str(), context);
+    }
+    std::string files;
+    for (const std::string &f : progcache::config_file_paths())
+      files += (files.empty() ? "" : ":") + f;
+    fn("config_files", files.c_str(), "", context);
+    return PCACHE_OK;
+  });
+}
+
+pcache_status pcache_admin_config_set(pcache *cache, const char *name, const char *value) {
+  return guarded(__func__, [&] {
+    progcache::Cache &c = need_cache(cache);
+    if (!name) throw invalid("name is NULL");
+    if (std::string_view(name) != "max_size")
+      throw Error(Status::unsupported, std::string("only max_size is stored in the cache; set ") +
+                                           name + " in a config file or the environment");
+    if (!c.tiers().empty())
+      throw Error(Status::unsupported, "a tiered cache has no cap of its own: set each tier's");
+    if (!value || !*value)
+      c.store_cap(std::nullopt);
+    else
+      c.store_cap(progcache::parse_size("max_size", value));
     return PCACHE_OK;
   });
 }

@@ -33,6 +33,7 @@ PCACHE_SAME(PCACHE_ERR_CUDA, cuda);
 PCACHE_SAME(PCACHE_ERR_REMOTE, remote);
 PCACHE_SAME(PCACHE_ERR_INTERNAL, internal);
 static_assert(PCACHE_KEY_SIZE == progcache::kKeySize);
+static_assert(PCACHE_MAX_SIZE_CONFIGURED == progcache::CacheOptions::kConfiguredCap);
 static_assert(PCACHE_MAX_KEY_SIZE == progcache::kMaxKeySize);
 static_assert(sizeof(pcache_options) == 32 && offsetof(pcache_options, max_size_bytes) == 8 &&
               offsetof(pcache_options, secret) == 16 &&
@@ -68,7 +69,8 @@ pcache_status pcache_stats_init(pcache_stats *stats, uint32_t struct_size) {
 pcache_status pcache_options_init(pcache_options *options, uint32_t struct_size) {
   return guarded(__func__, [&] {
     init_struct(options, struct_size, kOptionsV1Size, "pcache_options");
-    options->max_size_bytes = progcache::default_max_size();
+    (void)progcache::default_max_size();  // a $PCACHE_MAX_SIZE that is not a size is refused now
+    options->max_size_bytes = PCACHE_MAX_SIZE_CONFIGURED;
     return PCACHE_OK;
   });
 }
@@ -78,7 +80,7 @@ pcache_status pcache_open(const char *uri, const pcache_options *options, pcache
   return guarded(__func__, [&] {
     if (!out) throw invalid("out is NULL");
     progcache::CacheOptions core;
-    if (!options) core.max_size_bytes = progcache::default_max_size();
+    if (!options) core.max_size_bytes = progcache::CacheOptions::kConfiguredCap;
     if (options) {
       if (options->struct_size < kOptionsV1Size)
         throw invalid("options->struct_size " + std::to_string(options->struct_size) +

@@ -32,6 +32,7 @@ void return_slot(pcache *p) {
     lent.swap(p->tier_handles);
     p->display_uri.clear();
     p->scheme.clear();
+    p->max_size_source.clear();
   }
   for (pcache *t : lent)
     if (t) {

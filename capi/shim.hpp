@@ -32,7 +32,7 @@ struct pcache {
   // Filled on first use, released with the slot.
   std::mutex lazy_mutex;
   std::vector<pcache *> tier_handles;  // by tier index; null until asked for
-  std::string display_uri, scheme;
+  std::string display_uri, scheme, max_size_source;
 };
 
 struct pcache_compiled {

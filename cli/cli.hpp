@@ -38,7 +38,8 @@ struct CloseCache {
   void operator()(pcache *cache) const;
 };
 using CacheHandle = std::unique_ptr<pcache, CloseCache>;
-// Opens uri ("" = the default cache) with the given size cap (0 = none).
+// Opens uri ("" = the default cache) with the given size cap (0 = none,
+// PCACHE_MAX_SIZE_CONFIGURED = as configured).
 CacheHandle open_cache(const std::string &uri, uint64_t cap);
 struct FreeEntry {
   void operator()(pcache_entry *entry) const { pcache_entry_free(entry); }
@@ -66,7 +67,7 @@ struct Invocation {
   std::vector<std::string> args;                            // operands
   std::vector<std::string> passthrough;                     // after "--"
   std::string uri;                                          // --cache ("" = the default)
-  uint64_t cap = 0;                                         // --max-size, else $PCACHE_MAX_SIZE
+  uint64_t cap = 0;                                         // --max-size
   bool cap_given = false;                                   // --max-size was given
   pcache *cache = nullptr;                                  // opened as the command asked
 

@@ -55,31 +55,41 @@ int print_tiers(pcache *cache, const pcache_admin_info &info, bool json) {
   return 0;
 }
 
-int print_json(const pcache_admin_info &info, const Totals &t, uint64_t cap) {
+// The cap stats reports: --max-size when given, else the configured one, and where it is from.
+struct Cap {
+  uint64_t bytes;
+  std::string source;
+};
+
+int print_json(const pcache_admin_info &info, const Totals &t, const Cap &cap_in) {
+  const uint64_t cap = cap_in.bytes;
   const int64_t lookups = t.shared.hits + t.shared.misses;
   char ratios[160];
   std::snprintf(ratios, sizeof ratios, "\"fill_ratio\": %s, \"hit_rate\": %.4f",
                 cap ? std::to_string(double(t.bytes) / double(cap)).c_str() : "null",
                 lookups ? double(t.shared.hits) / double(lookups) : 0.0);
   std::printf(
-      "{\"cache\": %s, \"entries\": %llu, \"size_bytes\": %llu, \"cap_bytes\": %s, %s, "
-      "\"hits\": %lld, \"misses\": %lld, \"evictions\": %lld, \"compile_us_saved\": %lld}\n",
+      "{\"cache\": %s, \"entries\": %llu, \"size_bytes\": %llu, \"cap_bytes\": %s, "
+      "\"cap_source\": %s, %s, \"hits\": %lld, \"misses\": %lld, \"evictions\": %lld, "
+      "\"compile_us_saved\": %lld}\n",
       json_string(info.uri).c_str(), (unsigned long long)t.entries, (unsigned long long)t.bytes,
-      json_number_or_null(cap).c_str(), ratios, (long long)t.shared.hits,
-      (long long)t.shared.misses, (long long)t.shared.evictions,
+      json_number_or_null(cap).c_str(),
+      cap_in.source.empty() ? "null" : json_string(cap_in.source).c_str(), ratios,
+      (long long)t.shared.hits, (long long)t.shared.misses, (long long)t.shared.evictions,
       (long long)t.shared.compile_us_saved);
   return 0;
 }
 
-int print_text(const pcache_admin_info &info, const Totals &t, uint64_t cap) {
+int print_text(const pcache_admin_info &info, const Totals &t, const Cap &cap_in) {
+  const uint64_t cap = cap_in.bytes;
   std::printf("cache:               %s\n", info.uri);
   std::printf("entries:             %llu\n", (unsigned long long)t.entries);
   std::printf("size:                %s\n", human_size(t.bytes).c_str());
   if (cap)
-    std::printf("cap:                 %s (%.1f%% full)\n", human_size(cap).c_str(),
-                100.0 * double(t.bytes) / double(cap));
+    std::printf("cap:                 %s (%.1f%% full), from %s\n", human_size(cap).c_str(),
+                100.0 * double(t.bytes) / double(cap), cap_in.source.c_str());
   else
-    std::printf("cap:                 none (set PCACHE_MAX_SIZE or --max-size)\n");
+    std::printf("cap:                 none (progcache config max_size SIZE sets one)\n");
   std::printf("hits:                %lld\n", (long long)t.shared.hits);
   std::printf("misses:              %lld\n", (long long)t.shared.misses);
   const int64_t lookups = t.shared.hits + t.shared.misses;
@@ -111,7 +121,9 @@ int cmd_stats(Invocation &in) {
   }
   if (info.tier_count) return print_tiers(in.cache, info, in.has("json"));
   const Totals t = totals(in.cache);
-  return in.has("json") ? print_json(info, t, in.cap) : print_text(info, t, in.cap);
+  const Cap cap = in.cap_given ? Cap{in.cap, "--max-size"}
+                               : Cap{info.configured_max_size, info.max_size_source};
+  return in.has("json") ? print_json(info, t, cap) : print_text(info, t, cap);
 }
 
 }  // namespace progcache::cli

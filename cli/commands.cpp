@@ -96,16 +96,31 @@ std::vector<Command> make_commands() {
        Opens::reading,
        cmd_clear},
       {"prune",
-       "--max-size SIZE",
-       "evict least-recently-used entries down to SIZE",
+       "[--max-size SIZE]",
+       "evict least-recently-used entries down to SIZE or the configured cap",
        "Evicts least-recently-used entries until the stored payloads fit SIZE (500M, 10G,\n"
-       "1048576). Redis caches are not pruned (Redis evicts by its maxmemory policy); prune each\n"
+       "1048576), or without --max-size the configured cap (progcache config). Redis caches are "
+       "not pruned (Redis evicts by its maxmemory policy); prune each\n"
        "local tier of a tiered cache by its own URI.",
        {},
        0,
        0,
        Opens::nothing,
        cmd_prune},
+      {"config",
+       "[max_size SIZE|none]",
+       "the settings in force and where each comes from",
+       "Lists the settings that apply to the cache (cache_uri, max_size, secret_file,\n"
+       "allow_shared) with where each comes from: the environment, a config file\n"
+       "(/etc/progcache.conf, then ~/.config/progcache/progcache.conf), the cache itself, or the\n"
+       "default. 'config max_size 5G' stores a cap in the cache itself, applied by every process\n"
+       "that opens it without a cap of its own ($PCACHE_MAX_SIZE or a URI's ?max_size= win over\n"
+       "it); 'config max_size none' removes it. docs/admin.md.",
+       {},
+       0,
+       2,
+       Opens::reading,
+       cmd_config},
       {"verify",
        "",
        "read every entry; report and remove damaged ones",

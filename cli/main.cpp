@@ -76,9 +76,6 @@ void parse_options(const Command *c, std::vector<std::string> args, Invocation &
 // The global options into the invocation: the cache URI and the cap.
 void take_global_options(Invocation &in) {
   in.uri = in.value("cache");
-  pcache_options defaults{};
-  check(pcache_options_init(&defaults, sizeof defaults));  // $PCACHE_MAX_SIZE
-  in.cap = defaults.max_size_bytes;
   if (in.has("max-size")) {
     if (pcache_admin_parse_size(in.value("max-size").c_str(), &in.cap) != PCACHE_OK)
       throw Usage("--max-size: " + library_message());
@@ -123,9 +120,12 @@ int run(int argc, char **argv) {
   take_global_options(in);
   CacheHandle cache;
   if (command->opens != Opens::nothing) {
-    // Only commands that store apply the cap (and so may evict when it is smaller than what is
+    // Only commands that store apply a cap (and so may evict when it is smaller than what is
     // stored): `progcache --max-size 1K stats` used to evict every entry.
-    cache = open_cache(in.uri, command->opens == Opens::storing ? in.cap : 0);
+    const uint64_t cap = command->opens != Opens::storing ? 0
+                         : in.cap_given                   ? in.cap
+                                                          : PCACHE_MAX_SIZE_CONFIGURED;
+    cache = open_cache(in.uri, cap);
     in.cache = cache.get();
   }
   return command->run(in);

@@ -4,8 +4,8 @@ set -uo pipefail
 pc=$1 kernel=$2
 work=$(mktemp -d "${TMPDIR:-/tmp}/pcache-cli-XXXXXX")
 trap 'rm -rf "$work"' EXIT
-export PCACHE_DIR=$work/default
-unset PCACHE_URI PCACHE_MAX_SIZE PCACHE_DISABLE
+export PCACHE_DIR=$work/default XDG_CONFIG_HOME=$work/xdg  # no user's config file takes part
+unset PCACHE_URI PCACHE_MAX_SIZE PCACHE_DISABLE PCACHE_SECRET_FILE PCACHE_ALLOW_SHARED
 passed=0 failed=0
 check() {  # description, expected exit code, command..., then stdout must match $want (regex)
   local what=$1 code=$2; shift 2
@@ -70,6 +70,27 @@ want='^\.TH PROGCACHE 1' check "help --man prints the manual" 0 "$pc" help --man
 want='^$' check "no line of help is wider than 80 columns" 0 bash -c "for c in '' \$('$pc' --help | awk '/^  [a-z]/{print \$1}'); do '$pc' \$c --help; done | awk 'length(\$0) > 80'"
 # Progress lines are for terminals: piped output holds the results only.
 want='^verified [0-9]+ entries' check "verify prints no progress line when not on a terminal" 0 bash -c "'$pc' verify 2>&1 | head -1"
+
+# A cap that lasts: stored in the cache by `config`, applied by every later command that stores,
+# shown by stats and config with where it came from, and what prune prunes to without --max-size.
+cc="sqlite:$work/config.db"
+head -c 1000 /dev/zero >"$work/1k"
+want='max_size +2\.0 KiB \(2048 bytes\) +from the cache' check "config max_size stores a cap" 0 "$pc" --cache "$cc" config max_size 2K
+for k in a b c; do "$pc" --cache "$cc" put "text:$k" "$work/1k" >/dev/null; done
+want='^2 entries' check "later puts apply the stored cap" 0 bash -c "'$pc' --cache '$cc' ls | tail -1"
+want='cap: +2\.0 KiB \([0-9.]+% full\), from the cache' check "stats shows the stored cap and its source" 0 "$pc" --cache "$cc" stats
+want='"cap_bytes": 2048, "cap_source": "the cache' check "stats --json too" 0 "$pc" --cache "$cc" stats --json
+want='max_size +3\.0 KiB .*from environment \(PCACHE_MAX_SIZE\)' check "the environment wins over the stored cap" 0 env PCACHE_MAX_SIZE=3K "$pc" --cache "$cc" config
+want='pruned to .*cap 1\.0 KiB' check "prune takes --max-size" 0 "$pc" --cache "$cc" prune --max-size 1K
+"$pc" --cache "$cc" config max_size 1M >/dev/null
+want='pruned to .*cap 1\.0 MiB' check "prune without --max-size prunes to the configured cap" 0 "$pc" --cache "$cc" prune
+want='removed the cap' check "config max_size none removes it" 0 "$pc" --cache "$cc" config max_size none
+want='no cap is configured' check "prune without any cap is a usage error" 2 "$pc" --cache "$cc" prune
+want='only max_size is stored' check "other settings are not stored in the cache" 2 "$pc" --cache "$cc" config secret_file /x
+mkdir -p "$work/xdg/progcache"; printf 'max_size = 64K\n' >"$work/xdg/progcache/progcache.conf"
+want="max_size +64\.0 KiB .*from $work/xdg/progcache/progcache.conf" check "config shows a config file's setting and the file" 0 "$pc" --cache "$cc" config
+rm -r "$work/xdg"
+want='max_size +5\.0 GiB .*from the default for the default cache' check "the default cache has a default cap" 0 "$pc" config
 
 # Administration reads without using: ls, verify, export and explain read every entry, which
 # used to count each as a hit and refresh its recency (ls walks newest first, so one ls

@@ -324,7 +324,9 @@ class Cache:
     """A progcache cache: a bytes-in, bytes-out mapping with LRU eviction.
 
     ``uri``: None for the default cache, or "memory:", "sqlite:PATH", "filestream:DIR".
-    ``max_size_bytes``: cap on the sum of stored value sizes (0: unbounded, or $PCACHE_MAX_SIZE).
+    ``max_size_bytes``: cap on the sum of stored value sizes; 0 (the default) takes the configured
+    cap: $PCACHE_MAX_SIZE, the cap stored in the cache, the config files, 5 GiB for the default
+    cache (docs/admin.md).
     """
 
     def __init__(self, uri=None, max_size_bytes=0):

@@ -104,11 +104,21 @@ enum {
   PCACHE_OPEN_ALLOW_PRIVILEGED = 2
 };
 
+/*
+ * pcache_options.max_size_bytes: the cap the configuration gives (what pcache_options_init sets,
+ * and what pcache_open with NULL options uses): a URI's ?max_size=, else $PCACHE_MAX_SIZE, else
+ * the cap stored in the cache (`progcache config max_size 5G`), else max_size in the config
+ * files, else 5 GiB for the default cache (opened with a NULL or empty URI) and none for others.
+ * docs/admin.md. Since 0.4; before, pcache_options_init set $PCACHE_MAX_SIZE or 0.
+ */
+#define PCACHE_MAX_SIZE_CONFIGURED UINT64_MAX
+
 typedef struct pcache_options {
   uint32_t struct_size; /* the caller's sizeof(pcache_options) */
   uint32_t flags;       /* PCACHE_OPEN_* bits; unknown bits are PCACHE_ERR_INVALID_ARG */
-  /* cap on the sum of stored payload sizes; 0 = unbounded. pcache_options_init sets it from
-     $PCACHE_MAX_SIZE (e.g. "4G"), else 0 */
+  /* cap on the sum of stored payload sizes: 0 = unbounded, PCACHE_MAX_SIZE_CONFIGURED = as
+     configured (the default from pcache_options_init), else this many bytes. A URI's
+     ?max_size= overrides it */
   uint64_t max_size_bytes;
   /* version 2 (32 bytes): */
   const void *secret;   /* a secret shared by the cache's trusted writers; NULL = none, unless
@@ -135,10 +145,11 @@ PCACHE_API pcache_status pcache_options_init(pcache_options *options, uint32_t s
  * Opens (creating if needed) the cache named by uri and stores the new handle in *out.
  *
  * URIs:
- *   NULL or ""        the default cache: sqlite:$PCACHE_DIR/cache.db, else
+ *   NULL or ""        the default cache: sqlite:$PCACHE_DIR/cache.db, else cache_uri in the
+ *                     config files (docs/admin.md), else
  *                     sqlite:$XDG_CACHE_HOME/progcache/cache.db, else
  *                     sqlite:$HOME/.cache/progcache/cache.db. $PCACHE_URI, when set and non-empty,
- *                     overrides all of these.
+ *                     overrides all of these. Unless configured otherwise it is capped at 5 GiB.
  *   "memory:"         an in-process LRU cache that lives until pcache_close().
  *   "sqlite:PATH"     one SQLite database file (WAL, exact LRU); see docs/backends.md.
  *   "filestream:DIR"  one file per entry under DIR (atomic rename); see docs/backends.md.
@@ -154,18 +165,19 @@ PCACHE_API pcache_status pcache_options_init(pcache_options *options, uint32_t s
  * takes max_size=SIZE ("256M"), which overrides options->max_size_bytes for that cache. An
  * unknown parameter, an unknown scheme or trailing garbage is PCACHE_ERR_INVALID_ARG.
  *
- * options: NULL means defaults (as pcache_options_init: the cap is $PCACHE_MAX_SIZE, if set);
- * otherwise it must have been filled by pcache_options_init(). A malformed $PCACHE_MAX_SIZE is
- * PCACHE_ERR_INVALID_ARG.
- * If the stored size exceeds options->max_size_bytes, least-recently-used entries are evicted
- * down to the cap during open.
+ * options: NULL means defaults (as pcache_options_init: the configured cap, see
+ * PCACHE_MAX_SIZE_CONFIGURED); otherwise it must have been filled by pcache_options_init(). A
+ * malformed $PCACHE_MAX_SIZE (or max_size in a config file) is PCACHE_ERR_INVALID_ARG.
+ * If the stored size exceeds a cap given by the URI, options or $PCACHE_MAX_SIZE,
+ * least-recently-used entries are evicted down to it during open; a cap stored in the cache or
+ * in a config file applies from the next put.
  * Ownership: uri and options are only read during the call. *out is owned by the caller and
  * released with pcache_close(). On failure *out is set to NULL (when out is not NULL).
  * Thread safety: may be called from any thread; separate handles are independent.
  * Returns PCACHE_OK; PCACHE_ERR_INVALID_ARG (out NULL, bad URI, bad options);
  * PCACHE_ERR_IO, PCACHE_ERR_PERMISSION (cannot create or open the storage; a directory or file
  * another user owns or can write, without PCACHE_OPEN_ALLOW_SHARED; a persistent cache in a
- * setuid/setgid process without PCACHE_OPEN_ALLOW_PRIVILEGED; $PCACHE_SECRET_FILE readable by
+ * setuid/setgid process without PCACHE_OPEN_ALLOW_PRIVILEGED; the secret file readable by
  * others);
  * PCACHE_ERR_UNSUPPORTED (a database written by a newer progcache; rediss://); PCACHE_ERR_BUSY
  * (the database stayed locked past the busy timeout); PCACHE_ERR_REMOTE (redis: the server

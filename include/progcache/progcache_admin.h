@@ -41,13 +41,23 @@ typedef struct pcache_admin_info {
   const char *scheme;        /* "memory", "sqlite", "filestream", "redis" or "tiered" */
   uint64_t max_size_bytes;   /* the size cap this handle applies; 0 = none */
   uint64_t max_payload_size; /* the largest payload the storage takes */
+  /* the cap the configuration gives this cache (what a handle opened with
+     PCACHE_MAX_SIZE_CONFIGURED applies), whatever this handle was opened with; 0 = none */
+  uint64_t configured_max_size;
+  /* where configured_max_size comes from: "URI (?max_size=)", "environment (PCACHE_MAX_SIZE)",
+     "the cache (progcache config)", a config file's path, "the default for the default cache",
+     or "" (none) */
+  const char *max_size_source;
 } pcache_admin_info;
 
 /**
- * Describes the handle: its URI for display, its kind, its tiers and cap.
- * The strings stay valid until pcache_close(cache) (for a tier handle: its cache's close).
+ * Describes the handle: its URI for display, its kind, its tiers and caps. Reads the cap stored
+ * in the cache, so it touches the storage.
+ * The strings stay valid until the next pcache_admin_info_get() on the handle or its close (for
+ * a tier handle: its cache's close).
  * Returns PCACHE_OK; PCACHE_ERR_INVALID_ARG (NULL or closed handle, NULL info, or
- * info->struct_size smaller than sizeof(pcache_admin_info) of this release).
+ * info->struct_size smaller than sizeof(pcache_admin_info) of this release; a malformed
+ * $PCACHE_MAX_SIZE or config file max_size).
  * Thread safety: safe concurrently with any operation on the handle.
  */
 PCACHE_API pcache_status pcache_admin_info_get(pcache *cache, pcache_admin_info *info);
@@ -95,6 +105,39 @@ PCACHE_API pcache_status pcache_admin_shared_stats(pcache *cache, pcache_shared_
  * Thread safety: safe concurrently with any operation on the handle.
  */
 PCACHE_API pcache_status pcache_admin_zero_shared_stats(pcache *cache);
+
+/** Called once per setting by pcache_admin_config_list(). Must not throw or longjmp. */
+typedef void (*pcache_setting_fn)(const char *name, const char *value, const char *source,
+                                  void *context);
+
+/**
+ * Lists the settings that apply to this cache, each with its value ("" when unset) and where it
+ * comes from ("" when unset, "environment (PCACHE_X)", a config file's path, "the cache
+ * (progcache config)", "URI (?max_size=)", "the default for the default cache"): cache_uri,
+ * max_size (in bytes), secret_file, allow_shared, then config_files (the files looked at,
+ * ':'-separated). A config file that
+ * cannot be parsed or names an unknown setting is reported as a warning in pcache_last_error().
+ * Returns PCACHE_OK; PCACHE_ERR_INVALID_ARG (NULL or closed handle, NULL fn, a malformed size);
+ * PCACHE_ERR_IO, PCACHE_ERR_BUSY, PCACHE_ERR_REMOTE (the stored cap cannot be read).
+ * Thread safety: safe concurrently with any operation on the handle.
+ */
+PCACHE_API pcache_status pcache_admin_config_list(pcache *cache, pcache_setting_fn fn,
+                                                  void *context);
+
+/**
+ * Stores a setting in the cache itself, for every process that opens it. Only "max_size" can be
+ * stored: value is a size (pcache_admin_parse_size(); "0" = unbounded) or NULL/"" to remove the
+ * stored cap. It is signed with the cache's secret when it has one, so a writer without the
+ * secret cannot change it. This handle's own cap does not change; handles opened later with
+ * PCACHE_MAX_SIZE_CONFIGURED apply it unless a URI or $PCACHE_MAX_SIZE gives another.
+ * Returns PCACHE_OK; PCACHE_ERR_INVALID_ARG (NULL or closed handle, NULL name, a value that is
+ * not a size); PCACHE_ERR_UNSUPPORTED (another name: set it in a config file or the
+ * environment; a tiered handle: store it in each tier); PCACHE_ERR_IO, PCACHE_ERR_BUSY,
+ * PCACHE_ERR_PERMISSION, PCACHE_ERR_REMOTE (the storage cannot be written).
+ * Thread safety: safe concurrently with any operation on the handle.
+ */
+PCACHE_API pcache_status pcache_admin_config_set(pcache *cache, const char *name,
+                                                 const char *value);
 
 /** One entry as pcache_admin_list() reports it. Pointers are valid during the callback only. */
 typedef struct pcache_entry_info {

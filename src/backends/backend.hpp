@@ -111,6 +111,11 @@ class Backend {
   virtual void list(const std::function<void(const EntryInfo &)> &fn) = 0;
   // Largest payload this backend can hold (beyond it put is refused with too_large).
   virtual uint64_t max_payload_size() const { return UINT64_MAX; }
+  // Sets the cap on stored payload bytes, enforced from the next put on (a cap read from the
+  // store's own metadata is known only once it is open). Called while the store is being
+  // opened, before any other thread sees it. Stores without a cap of their own (Redis evicts by
+  // its maxmemory policy; the tiered composite's tiers cap themselves) ignore it.
+  virtual void set_max_size_bytes(uint64_t) {}
   // Metadata side channel: small records (memos, in the entry format) kept beside the entries
   // and never counted, listed, exported, evicted or cleared as entries. nullopt when absent.
   // A store keeps at most kMaxMetaRecords (older ones are dropped first where it knows the

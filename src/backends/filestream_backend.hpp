@@ -28,6 +28,7 @@ class FileStreamBackend final : public Backend, public SharedCounters {
   uint64_t count() override;
   uint64_t size() override;
   void clear() override;
+  void set_max_size_bytes(uint64_t cap) override { config_.max_size_bytes = cap; }
   void list(const std::function<void(const EntryInfo &)> &fn) override;
   void add_counters(const PersistentCounters &delta) override;
   PersistentCounters counters() override;
@@ -91,7 +92,7 @@ class FileStreamBackend final : public Backend, public SharedCounters {
   int stats_fd();
   int meta_fd(bool create);
 
-  const BackendConfig config_;
+  BackendConfig config_;  // max_size_bytes may change while opening (set_max_size_bytes)
   std::string dir_;
   bool fsync_ = false;
   int64_t touch_interval_ns_ = 1000000000;

@@ -22,6 +22,7 @@ class MemoryBackend final : public Backend {
   uint64_t size() override;
   void clear() override;
   bool in_process() const override { return true; }
+  void set_max_size_bytes(uint64_t cap) override { config_.max_size_bytes = cap; }
   void list(const std::function<void(const EntryInfo &)> &fn) override;
   std::optional<std::string> get_meta(std::string_view name) override;
   void put_meta(std::string_view name, ByteView record) override;
@@ -41,7 +42,7 @@ class MemoryBackend final : public Backend {
 
   void erase_locked(Lru::iterator it);
 
-  const BackendConfig config_;
+  BackendConfig config_;  // max_size_bytes may change while opening (set_max_size_bytes)
   ForkSafeMutex mutex_{ForkSafeMutex::kMiddle};
   Lru lru_;
   std::unordered_map<std::string, Lru::iterator, KeyHash, std::equal_to<>> index_;

@@ -30,6 +30,7 @@ class SqliteBackend final : public Backend, public SharedCounters {
   uint64_t size() override;
   void clear() override;
   uint64_t max_payload_size() const override;
+  void set_max_size_bytes(uint64_t cap) override { config_.max_size_bytes = cap; }
   void list(const std::function<void(const EntryInfo &)> &fn) override;
   void add_counters(const PersistentCounters &delta) override;
   PersistentCounters counters() override;
@@ -109,7 +110,7 @@ class SqliteBackend final : public Backend, public SharedCounters {
   // counts_as_damage: false for a database that merely predates the check value.
   Totals recount_locked(bool counts_as_damage = true);
 
-  const BackendConfig config_;
+  BackendConfig config_;  // max_size_bytes may change while opening (set_max_size_bytes)
   std::string path_;
   int busy_timeout_ms_ = 5000;
   bool wal_ = true;

@@ -11,6 +11,7 @@
 #include "core/tiered_backend.hpp"
 #include "format/entry.hpp"
 #include "util/error.hpp"
+#include "util/settings.hpp"
 #include "util/trust.hpp"
 #include "util/uri.hpp"
 
@@ -70,27 +71,65 @@ std::vector<std::string> split_tiers(const std::string &text) {
   return out;
 }
 
+constexpr std::string_view kCapMemo = "config/max_size";
+
 }  // namespace
 
 std::unique_ptr<Cache> Cache::open(std::string_view text, const CacheOptions &options) {
   std::unique_ptr<Cache> cache = open_storage(text, options);
+  if (cache->options_.max_size_bytes == CacheOptions::kConfiguredCap) {
+    // Known only now that the store is open (it may keep one): applied from the next put on.
+    cache->options_.max_size_bytes = cache->configured_cap().bytes;
+    cache->backend_->set_max_size_bytes(cache->options_.max_size_bytes);
+  }
   cache->coordinator_.emplace(cache->backend_->lock_dir(), cache->backend_->leases());
   return cache;
+}
+
+Cache::ConfiguredCap Cache::configured_cap() {
+  // A URI's cap, then the environment, then the cache's own, then the config files, then the
+  // default cache's default.
+  if (uri_cap_) return {*uri_cap_, "URI (?max_size=)"};
+  if (const Setting env = lookup_setting("max_size");
+      env.set() && env.source.rfind("environment", 0) == 0)
+    return {env.value.empty() ? 0 : parse_size("PCACHE_MAX_SIZE", env.value), env.source};
+  if (const std::optional<std::string> stored = load_memo(kCapMemo); stored && !stored->empty()) {
+    try {
+      return {parse_size("stored max_size", *stored), "the cache (progcache config)"};
+    } catch (const Error &e) {
+      set_thread_warning(std::string(e.what()) + "; ignored");
+    }
+  }
+  if (const Setting file = lookup_setting("max_size"); file.set() && !file.value.empty())
+    return {parse_size("max_size in " + file.source, file.value), file.source};
+  if (is_default_) return {kDefaultCap, "the default for the default cache"};
+  return {0, ""};
+}
+
+void Cache::store_cap(std::optional<uint64_t> bytes) {
+  const std::string value = bytes ? std::to_string(*bytes) : std::string();
+  const Blob record = encode_entry(ByteView(kCapMemo), {}, ByteView(value), mac_.get());
+  backend_->put_meta(kCapMemo, record.view());
 }
 
 std::unique_ptr<Cache> Cache::open_storage(std::string_view uri_text, const CacheOptions &options) {
   std::string text = uri_text.empty() ? default_uri() : std::string(uri_text);
   Uri uri = parse_uri(text);
   std::unique_ptr<Cache> cache(new Cache(text, options));
+  cache->is_default_ = uri_text.empty();
   // ?max_size=SIZE caps this cache whatever the options say: in a tiered stack, each tier its
   // own cap (a small memory tier in front of a large disk one).
-  if (uri.params.count("max_size"))  // present: "max_size=" (empty) is an error, not "none"
-    cache->options_.max_size_bytes = parse_size("max_size", uri.take("max_size"));
+  if (uri.params.count("max_size")) {  // present: "max_size=" (empty) is an error, not "none"
+    cache->uri_cap_ = parse_size("max_size", uri.take("max_size"));
+    cache->options_.max_size_bytes = *cache->uri_cap_;
+  }
   BackendConfig config;
-  config.max_size_bytes = cache->options_.max_size_bytes;
+  // A cap still to be found from the configuration is applied once the store is open (open()).
+  config.max_size_bytes = cache->options_.max_size_bytes == CacheOptions::kConfiguredCap
+                              ? 0
+                              : cache->options_.max_size_bytes;
   config.events = &cache->events_;
-  const char *shared = trusted_env("PCACHE_ALLOW_SHARED");
-  config.allow_shared = options.allow_shared || (shared && std::string(shared) == "1");
+  config.allow_shared = options.allow_shared || setting_is_true(lookup_setting("allow_shared"));
   if (uri.scheme == "tiered") {
     // Each tier is a whole cache with its own checks, signature and compression; this one
     // only routes, so it neither signs nor compresses.
@@ -114,7 +153,7 @@ std::unique_ptr<Cache> Cache::open_storage(std::string_view uri_text, const Cach
                 "this is a setuid/setgid process: persistent caches are off, so that it never "
                 "loads binaries from a directory its caller controls (open with "
                 "PCACHE_OPEN_ALLOW_PRIVILEGED to override, or use memory:)");
-  if (auto secret = options.secret ? options.secret : secret_from_env())
+  if (auto secret = options.secret ? options.secret : configured_secret())
     cache->mac_ = std::make_unique<MacKey>(ByteView(*secret));
   if (uri.scheme == "memory") {
     uri.expect_no_params();

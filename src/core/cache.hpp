@@ -19,6 +19,9 @@ namespace progcache {
 class TieredBackend;
 
 struct CacheOptions {
+  // The cap the caller wants (0 = none), or kConfiguredCap: the cap the configuration gives
+  // (see Cache::resolve_cap). A URI's ?max_size= overrides either.
+  static constexpr uint64_t kConfiguredCap = UINT64_MAX;
   uint64_t max_size_bytes = 0;
   bool allow_shared = false;          // trust directories other users own or can write
   bool allow_privileged = false;      // persistent caches in setuid/setgid processes
@@ -117,6 +120,21 @@ class Cache final : public MemoStore {
   // The zstd level entries are stored with (0 = uncompressed).
   int compress_level() const { return compress_level_; }
   uint64_t max_size_bytes() const { return options_.max_size_bytes; }
+  // The cap the configuration gives this cache (what a handle opened with kConfiguredCap
+  // applies), whatever cap this handle was opened with, and where it comes from: "URI
+  // (?max_size=)", "environment (PCACHE_MAX_SIZE)", "the cache (progcache config)", a config file's
+  // path, "the default for the default cache", or "" for none.
+  struct ConfiguredCap {
+    uint64_t bytes = 0;
+    std::string source;
+  };
+  [[nodiscard]] ConfiguredCap configured_cap();
+  // Stores a cap in the cache's metadata (nullopt removes it): every process that opens it
+  // without a cap of its own, a URI's or $PCACHE_MAX_SIZE applies it. Throws Error when the
+  // storage cannot be written.
+  void store_cap(std::optional<uint64_t> bytes);
+  // The cap the default cache gets when nothing else sets one (ccache's is 5 GB).
+  static constexpr uint64_t kDefaultCap = 5ull << 30;
   // The largest payload the storage takes (beyond it put is refused with too_large).
   uint64_t max_payload_size() const { return backend_->max_payload_size(); }
   // The storage, for the tiered composite (core only; callers use the methods above).
@@ -132,6 +150,8 @@ class Cache final : public MemoStore {
   void check_payload_size(uint64_t size) const;
 
   std::string uri_;
+  bool is_default_ = false;          // opened without a URI: the default cache
+  std::optional<uint64_t> uri_cap_;  // ?max_size=
   CacheOptions options_;
   BackendEvents events_;
   std::unique_ptr<Backend> backend_;

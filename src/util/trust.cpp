@@ -13,6 +13,7 @@
 
 #include "util/error.hpp"
 #include "util/fsutil.hpp"
+#include "util/settings.hpp"
 
 namespace progcache {
 
@@ -101,29 +102,30 @@ void check_owned_file(const std::string &path, bool allow_shared) {
                                         "): it could hold planted binaries" + kHowToShare);
 }
 
-std::optional<std::string> secret_from_env() {
-  const char *path = trusted_env("PCACHE_SECRET_FILE");
-  if (!path || !*path) return std::nullopt;
-  Fd fd(::open(path, O_RDONLY | O_CLOEXEC));
-  if (!fd) throw_errno(std::string("cannot read PCACHE_SECRET_FILE '") + path + "'");
+std::optional<std::string> configured_secret() {
+  const Setting setting = lookup_setting("secret_file");
+  if (setting.value.empty()) return std::nullopt;
+  const std::string &path = setting.value;
+  const std::string what = setting.source.rfind("environment", 0) == 0
+                               ? "PCACHE_SECRET_FILE '" + path + "'"
+                               : "secret_file '" + path + "' (" + setting.source + ")";
+  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) throw_errno("cannot read " + what);
   struct stat st;
   if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode))
-    throw Error(Status::io, std::string("PCACHE_SECRET_FILE '") + path + "' is not a regular file");
+    throw Error(Status::io, what + " is not a regular file");
   if (st.st_mode & (S_IRWXG | S_IRWXO))
-    throw Error(Status::permission, std::string("PCACHE_SECRET_FILE '") + path +
-                                        "' is readable by other users; chmod 600 it");
+    throw Error(Status::permission, what + " is readable by other users; chmod 600 it");
   if (st.st_uid != ::geteuid() && st.st_uid != 0)
-    throw Error(Status::permission, std::string("PCACHE_SECRET_FILE '") + path +
-                                        "' is owned by another user (uid " +
-                                        std::to_string(st.st_uid) + ")");
+    throw Error(Status::permission,
+                what + " is owned by another user (uid " + std::to_string(st.st_uid) + ")");
   std::string secret;
   char buf[4096];
   ssize_t n;
   while ((n = ::read(fd.get(), buf, sizeof buf)) > 0) secret.append(buf, size_t(n));
-  if (n < 0) throw_errno(std::string("cannot read PCACHE_SECRET_FILE '") + path + "'");
+  if (n < 0) throw_errno("cannot read " + what);
   while (!secret.empty() && (secret.back() == '\n' || secret.back() == '\r')) secret.pop_back();
-  if (secret.empty())
-    throw Error(Status::invalid_arg, std::string("PCACHE_SECRET_FILE '") + path + "' is empty");
+  if (secret.empty()) throw Error(Status::invalid_arg, what + " is empty");
   return secret;
 }
 

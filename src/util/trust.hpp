@@ -27,8 +27,9 @@ void check_owned_file(const std::string &path, bool allow_shared);
 // Owned by this user or root, and writable by neither group nor others.
 bool owned_and_private(const struct stat &st);
 
-// The secret in the file named by $PCACHE_SECRET_FILE, or nullopt if unset. Throws
-// Error(permission/io) if the file cannot be read or is readable by others.
-std::optional<std::string> secret_from_env();
+// The secret in the file the secret_file setting names ($PCACHE_SECRET_FILE, else the config
+// files: util/settings.hpp), or nullopt if none is set. Throws Error(permission/io) if the file
+// cannot be read, is readable by others or owned by another user.
+std::optional<std::string> configured_secret();
 
 }  // namespace progcache

@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "util/error.hpp"
+#include "util/settings.hpp"
 #include "util/trust.hpp"
 
 namespace progcache {
@@ -114,6 +115,7 @@ std::string redact_uri(std::string text) {
 std::string default_uri() {
   if (std::string u = env("PCACHE_URI"); !u.empty()) return u;
   if (std::string d = env("PCACHE_DIR"); !d.empty()) return "sqlite:" + d + "/cache.db";
+  if (const Setting file = lookup_setting("cache_uri"); !file.value.empty()) return file.value;
   if (std::string x = env("XDG_CACHE_HOME"); !x.empty() && x[0] == '/')
     return "sqlite:" + x + "/progcache/cache.db";
   if (std::string h = env("HOME"); !h.empty()) return "sqlite:" + h + "/.cache/progcache/cache.db";

@@ -24,8 +24,9 @@ std::string redact_uri(std::string text);
 // Throws Error(invalid_arg) on syntax errors or an unknown scheme.
 Uri parse_uri(std::string_view text);
 
-// The URI used for NULL/"": $PCACHE_URI, else sqlite:$PCACHE_DIR/cache.db, else
-// sqlite:$XDG_CACHE_HOME/progcache/cache.db, else sqlite:$HOME/.cache/progcache/cache.db.
+// The URI used for NULL/"": $PCACHE_URI, else sqlite:$PCACHE_DIR/cache.db, else cache_uri in
+// the config files, else sqlite:$XDG_CACHE_HOME/progcache/cache.db, else
+// sqlite:$HOME/.cache/progcache/cache.db.
 std::string default_uri();
 
 // "4G", "500M", "64K", "1T", "123" (binary units; a trailing "B"/"iB" is accepted).
@@ -33,7 +34,7 @@ std::string default_uri();
 uint64_t parse_size(const std::string &what, const std::string &text);
 // "30d", "12h", "15m", "45s" (a bare number is seconds). Throws Error(invalid_arg).
 int64_t parse_duration_seconds(const std::string &what, const std::string &text);
-// The default cap: $PCACHE_MAX_SIZE if set (parse_size), else 0 (unbounded).
+// $PCACHE_MAX_SIZE if set (parse_size), else 0. Cache::configured_cap() is the whole rule.
 uint64_t default_max_size();
 
 // Parses a non-negative integer parameter; throws Error(invalid_arg) naming it.

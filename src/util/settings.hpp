@@ -1,0 +1,40 @@
+// Settings that are not per call: each has an environment variable and a key in the config
+// files (`key = value` lines). The environment wins over the user's file
+// ($XDG_CONFIG_HOME/progcache/progcache.conf, else ~/.config/progcache/progcache.conf), which
+// wins over the system's (/etc/progcache.conf). In a setuid/setgid process only the system file
+// counts: the environment and the user's file are the caller's (docs/admin.md).
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace progcache {
+
+struct SettingSpec {
+  const char *key;  // in the config files
+  const char *env;  // the environment variable
+  const char *help;
+};
+
+// Every setting, in the order `progcache config` lists them.
+const std::vector<SettingSpec> &setting_specs();
+
+struct Setting {
+  std::string value;
+  std::string source;  // "" (unset), "environment (PCACHE_X)", or the file's path
+  bool set() const { return !source.empty(); }
+};
+
+// The setting named key (one of setting_specs()), from the first source that has it. A file
+// that cannot be parsed, or holds an unknown key, is reported as a thread warning and read as
+// far as it goes; a missing file is no setting.
+Setting lookup_setting(std::string_view key);
+
+// The config files looked at, system first (the user's is absent in privileged processes).
+std::vector<std::string> config_file_paths();
+
+// "1", "true", "yes", "on" (any case): a boolean setting that is on.
+bool setting_is_true(const Setting &s);
+
+}  // namespace progcache

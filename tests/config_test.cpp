@@ -1,0 +1,241 @@
+// Settings that last: the cap stored in a cache, config files, the default cache's default cap,
+// and the order in which they apply (docs/admin.md).
+#define PCACHE_ADMIN_UNSTABLE 1
+#include <gtest/gtest.h>
+#include <progcache/progcache_admin.h>
+#include <sys/stat.h>
+
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "support/test_util.hpp"
+
+using testutil::Handle;
+using testutil::ScopedEnv;
+
+namespace {
+
+// Every test runs with its own HOME and XDG_CONFIG_HOME, and no PCACHE_* setting inherited.
+class Config : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (std::filesystem::exists("/etc/progcache.conf"))
+      GTEST_SKIP() << "/etc/progcache.conf exists on this machine and would take part";
+    dir_ = testutil::make_scratch_dir("config");
+    std::filesystem::create_directories(dir_ + "/xdg/progcache");
+    env_.push_back(std::make_unique<ScopedEnv>("HOME", dir_ + "/home"));
+    env_.push_back(std::make_unique<ScopedEnv>("XDG_CONFIG_HOME", dir_ + "/xdg"));
+    env_.push_back(std::make_unique<ScopedEnv>("PCACHE_DIR", dir_ + "/default"));
+    for (const char *name : {"PCACHE_URI", "PCACHE_MAX_SIZE", "PCACHE_SECRET_FILE",
+                             "PCACHE_ALLOW_SHARED", "XDG_CACHE_HOME"}) {
+      env_.push_back(std::make_unique<ScopedEnv>(name, ""));
+      ::unsetenv(name);
+    }
+  }
+  void TearDown() override {
+    env_.clear();
+    if (!dir_.empty()) testutil::remove_tree(dir_);
+  }
+  void write_config(const std::string &text) {
+    testutil::write_file(dir_ + "/xdg/progcache/progcache.conf", text);
+  }
+  // Opens uri (NULL = the default cache) with the configured cap, as pcache_options_init sets.
+  static pcache *open_configured(const char *uri) {
+    pcache_options o;
+    EXPECT_EQ(pcache_options_init(&o, sizeof o), PCACHE_OK);
+    EXPECT_EQ(o.max_size_bytes, PCACHE_MAX_SIZE_CONFIGURED);
+    pcache *c = nullptr;
+    EXPECT_EQ(pcache_open(uri, &o, &c), PCACHE_OK) << pcache_last_error();
+    return c;
+  }
+  static pcache_admin_info info(pcache *c) {
+    pcache_admin_info i{};
+    i.struct_size = sizeof i;
+    EXPECT_EQ(pcache_admin_info_get(c, &i), PCACHE_OK) << pcache_last_error();
+    return i;
+  }
+  std::string dir_;
+  std::vector<std::unique_ptr<ScopedEnv>> env_;
+};
+
+std::map<std::string, std::pair<std::string, std::string>> settings(pcache *c) {
+  std::map<std::string, std::pair<std::string, std::string>> out;
+  EXPECT_EQ(pcache_admin_config_list(
+                c,
+                [](const char *name, const char *value, const char *source, void *context) {
+                  (*static_cast<std::map<std::string, std::pair<std::string, std::string>> *>(
+                      context))[name] = {value, source};
+                },
+                &out),
+            PCACHE_OK);
+  return out;
+}
+
+}  // namespace
+
+// `progcache config max_size` stores the cap in the cache: handles opened later without a cap of
+// their own apply it (and evict by it), one opened with an explicit cap keeps its own.
+TEST_F(Config, AStoredCapAppliesToEveryLaterHandle) {
+  const std::string uri = "sqlite:" + dir_ + "/c.db";
+  {
+    pcache *c = open_configured(uri.c_str());
+    EXPECT_EQ(info(c).max_size_bytes, 0u) << "a named cache has no cap by default";
+    ASSERT_EQ(pcache_admin_config_set(c, "max_size", "2500"), PCACHE_OK) << pcache_last_error();
+    EXPECT_EQ(info(c).max_size_bytes, 0u) << "the handle that stored it keeps its own";
+    ASSERT_EQ(pcache_close(c), PCACHE_OK);
+  }
+  pcache *c = open_configured(uri.c_str());
+  const pcache_admin_info i = info(c);
+  EXPECT_EQ(i.max_size_bytes, 2500u);
+  EXPECT_STREQ(i.max_size_source, "the cache (progcache config)");
+  const std::string v(1000, 'x');
+  for (const char *k : {"a", "b", "c"}) ASSERT_EQ(pcache_put(c, k, 1, v.data(), v.size()), 0);
+  uint64_t n = 0;
+  ASSERT_EQ(pcache_count(c, &n), PCACHE_OK);
+  EXPECT_EQ(n, 2u) << "the stored cap evicted the oldest";
+  EXPECT_EQ(settings(c)["max_size"],
+            (std::pair<std::string, std::string>{"2500", "the cache (progcache config)"}));
+  ASSERT_EQ(pcache_close(c), PCACHE_OK);
+  Handle explicit_cap(uri, 0);  // an explicit 0: unbounded whatever is stored
+  EXPECT_EQ(info(explicit_cap).max_size_bytes, 0u);
+  EXPECT_EQ(info(explicit_cap).configured_max_size, 2500u);
+  ASSERT_EQ(pcache_admin_config_set(explicit_cap, "max_size", nullptr), PCACHE_OK);
+  Handle after_removal(uri);
+  EXPECT_EQ(info(after_removal).configured_max_size, 0u);
+  EXPECT_STREQ(info(after_removal).max_size_source, "");
+  EXPECT_EQ(pcache_admin_config_set(explicit_cap, "max_size", "lots"), PCACHE_ERR_INVALID_ARG);
+  EXPECT_EQ(pcache_admin_config_set(explicit_cap, "cache_uri", "memory:"), PCACHE_ERR_UNSUPPORTED);
+}
+
+// The order: the URI's cap, then $PCACHE_MAX_SIZE, then the cache's, then the config file's.
+TEST_F(Config, TheUriThenTheEnvironmentThenTheCacheThenTheFile) {
+  const std::string uri = "sqlite:" + dir_ + "/o.db";
+  write_config("max_size = 64K\n");
+  {
+    pcache *c = open_configured(uri.c_str());
+    EXPECT_EQ(info(c).max_size_bytes, 64u << 10);
+    EXPECT_EQ(std::string(info(c).max_size_source), dir_ + "/xdg/progcache/progcache.conf");
+    ASSERT_EQ(pcache_admin_config_set(c, "max_size", "1M"), PCACHE_OK);
+    ASSERT_EQ(pcache_close(c), PCACHE_OK);
+  }
+  {
+    pcache *c = open_configured(uri.c_str());
+    EXPECT_EQ(info(c).max_size_bytes, 1u << 20) << "the cache's own cap beats the file";
+    ASSERT_EQ(pcache_close(c), PCACHE_OK);
+  }
+  {
+    ScopedEnv env("PCACHE_MAX_SIZE", "2M");
+    pcache *c = open_configured(uri.c_str());
+    EXPECT_EQ(info(c).max_size_bytes, 2u << 20) << "the environment beats the cache";
+    EXPECT_STREQ(info(c).max_size_source, "environment (PCACHE_MAX_SIZE)");
+    ASSERT_EQ(pcache_close(c), PCACHE_OK);
+    ScopedEnv unbounded("PCACHE_MAX_SIZE", "0");
+    c = open_configured(uri.c_str());
+    EXPECT_EQ(info(c).max_size_bytes, 0u) << "PCACHE_MAX_SIZE=0 still means unbounded";
+    ASSERT_EQ(pcache_close(c), PCACHE_OK);
+    c = open_configured((uri + "?max_size=3M").c_str());
+    EXPECT_EQ(info(c).max_size_bytes, 3u << 20) << "the URI beats the environment";
+    ASSERT_EQ(pcache_close(c), PCACHE_OK);
+  }
+}
+
+// The default cache is capped at 5 GiB unless something says otherwise; a named one is not.
+TEST_F(Config, TheDefaultCacheHasADefaultCap) {
+  pcache *c = nullptr;
+  ASSERT_EQ(pcache_open(nullptr, nullptr, &c), PCACHE_OK) << pcache_last_error();
+  EXPECT_EQ(info(c).max_size_bytes, 5ull << 30);
+  EXPECT_STREQ(info(c).max_size_source, "the default for the default cache");
+  ASSERT_EQ(pcache_close(c), PCACHE_OK);
+  ScopedEnv env("PCACHE_MAX_SIZE", "0");
+  ASSERT_EQ(pcache_open(nullptr, nullptr, &c), PCACHE_OK);
+  EXPECT_EQ(info(c).max_size_bytes, 0u);
+  ASSERT_EQ(pcache_close(c), PCACHE_OK);
+}
+
+// cache_uri, secret_file and allow_shared come from the file too; the environment beats it;
+// unknown keys are reported, not fatal.
+TEST_F(Config, TheConfigFileNamesTheCacheAndTheSecret) {
+  const std::string secret = dir_ + "/secret";
+  testutil::write_file(secret, "team secret\n");
+  ::chmod(secret.c_str(), 0600);
+  write_config("# a comment\ncache_uri = sqlite:" + dir_ +
+               "/from-file.db\nsecret_file = " + secret + "\ncolour = blue\n");
+  {
+    pcache *c = nullptr;  // $PCACHE_DIR names the default cache and beats the file's cache_uri
+    ASSERT_EQ(pcache_open(nullptr, nullptr, &c), PCACHE_OK) << pcache_last_error();
+    EXPECT_EQ(std::string(info(c).uri), "sqlite:" + dir_ + "/default/cache.db");
+    ASSERT_EQ(pcache_close(c), PCACHE_OK);
+  }
+  ScopedEnv no_dir("PCACHE_DIR", "");
+  ::unsetenv("PCACHE_DIR");
+  pcache *c = nullptr;
+  ASSERT_EQ(pcache_open(nullptr, nullptr, &c), PCACHE_OK) << pcache_last_error();
+  EXPECT_NE(std::strstr(pcache_last_error(), "unknown setting 'colour'"), nullptr)
+      << pcache_last_error();
+  EXPECT_EQ(std::string(info(c).uri), "sqlite:" + dir_ + "/from-file.db");
+  auto s = settings(c);
+  EXPECT_EQ(s["secret_file"].first, secret);
+  EXPECT_EQ(s["secret_file"].second, dir_ + "/xdg/progcache/progcache.conf");
+  EXPECT_EQ(s["allow_shared"].second, "");
+  ASSERT_EQ(pcache_put(c, "k", 1, "v", 1), PCACHE_OK);
+  ASSERT_EQ(pcache_close(c), PCACHE_OK);
+  // The file's secret signed the entry: it reads back under it, and a handle under another
+  // secret refuses it (and removes it as forged).
+  {
+    Handle same("sqlite:" + dir_ + "/from-file.db");
+    std::string got;
+    EXPECT_EQ(same.get("k", &got), PCACHE_OK) << "the file's secret reads what it signed";
+  }
+  const std::string other = dir_ + "/other";
+  testutil::write_file(other, "another secret");
+  ::chmod(other.c_str(), 0600);
+  {
+    ScopedEnv env("PCACHE_SECRET_FILE", other);
+    Handle h("sqlite:" + dir_ + "/from-file.db");
+    std::string got;
+    EXPECT_EQ(h.get("k", &got), PCACHE_NOT_FOUND) << "signed with the file's secret, not this one";
+  }
+  // A secret file others can read is refused, naming where the setting came from.
+  ::chmod(secret.c_str(), 0644);
+  EXPECT_EQ(pcache_open(nullptr, nullptr, &c), PCACHE_ERR_PERMISSION);
+  EXPECT_NE(std::strstr(pcache_last_error(), "secret_file"), nullptr) << pcache_last_error();
+}
+
+// A cap stored without the cache's secret is not believed by those who hold it: a neighbour who
+// can write the store cannot shrink the team's cache to nothing.
+TEST_F(Config, AStoredCapIsSignedWithTheCachesSecret) {
+  const std::string uri = "sqlite:" + dir_ + "/s.db";
+  const std::string secret = dir_ + "/secret";
+  testutil::write_file(secret, "team secret");
+  ::chmod(secret.c_str(), 0600);
+  {
+    Handle neighbour(uri);  // no secret
+    ASSERT_EQ(pcache_admin_config_set(neighbour, "max_size", "1K"), PCACHE_OK);
+  }
+  ScopedEnv env("PCACHE_SECRET_FILE", secret);
+  pcache *c = open_configured(uri.c_str());
+  EXPECT_EQ(info(c).max_size_bytes, 0u) << "an unsigned cap was applied";
+  ASSERT_EQ(pcache_admin_config_set(c, "max_size", "4K"), PCACHE_OK);
+  ASSERT_EQ(pcache_close(c), PCACHE_OK);
+  c = open_configured(uri.c_str());
+  EXPECT_EQ(info(c).max_size_bytes, 4096u) << "a signed cap is";
+  ASSERT_EQ(pcache_close(c), PCACHE_OK);
+}
+
+// In a setuid/setgid process the user's config file is the caller's: only /etc counts.
+TEST_F(Config, APrivilegedProcessReadsOnlyTheSystemFile) {
+  write_config("max_size = 64K\n");
+  ScopedEnv secure("PCACHE_TEST_FAKE_SECURE", "1");
+  pcache_options o;
+  ASSERT_EQ(pcache_options_init(&o, sizeof o), PCACHE_OK);
+  o.flags = PCACHE_OPEN_ALLOW_PRIVILEGED;
+  pcache *c = nullptr;
+  ASSERT_EQ(pcache_open("memory:", &o, &c), PCACHE_OK) << pcache_last_error();
+  const auto s = settings(c);
+  EXPECT_EQ(s.at("config_files").first, "/etc/progcache.conf");
+  EXPECT_EQ(s.at("max_size").second, "");
+  ASSERT_EQ(pcache_close(c), PCACHE_OK);
+}
