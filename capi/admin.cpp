@@ -51,14 +51,6 @@ void check_struct_size(uint32_t given, size_t needed, const char *what) {
                   " is smaller than this release's (" + std::to_string(needed) + ")");
 }
 
-progcache::Cache &need_counters(pcache *cache) {
-  progcache::Cache &c = need_cache(cache);
-  if (!c.tiers().empty())
-    throw Error(Status::unsupported,
-                "a tiered cache keeps its shared counters per tier: ask each tier handle");
-  return c;
-}
-
 pcache_transfer to_transfer(const progcache::BundleProgress &p) {
   return pcache_transfer{p.entries, p.bytes, p.rejected, p.file_bytes};
 }
@@ -136,23 +128,6 @@ pcache_status pcache_admin_tier(pcache *cache, uint32_t tier, pcache **tier_out)
       handle->state.store(kSlotOpen, std::memory_order_release);
     }
     *tier_out = handle;
-    return PCACHE_OK;
-  });
-}
-
-pcache_status pcache_admin_shared_stats(pcache *cache, pcache_shared_stats *stats) {
-  return guarded(__func__, [&] {
-    progcache::Cache &c = need_counters(cache);
-    if (!stats) throw invalid("stats is NULL");
-    check_struct_size(stats->struct_size, sizeof(pcache_shared_stats), "stats");
-    const progcache::PersistentCounters pc = c.persistent_counters();
-    pcache_shared_stats out{};
-    out.struct_size = stats->struct_size;
-    out.hits = pc.hits;
-    out.misses = pc.misses;
-    out.evictions = pc.evictions;
-    out.compile_us_saved = pc.compile_us_saved;
-    std::memcpy(stats, &out, sizeof out);
     return PCACHE_OK;
   });
 }

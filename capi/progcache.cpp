@@ -39,6 +39,7 @@ static_assert(sizeof(pcache_options) == 32 && offsetof(pcache_options, max_size_
               offsetof(pcache_options, secret) == 16 &&
               offsetof(pcache_options, secret_size) == 24);
 static_assert(sizeof(pcache_stats) == 104);
+static_assert(sizeof(pcache_shared_stats) == progcache::shim::kSharedStatsV1Size);
 
 static_assert(sizeof(pcache_program) == progcache::shim::kProgramV1Size,
               "pcache_program grew: add a version note");
@@ -261,6 +262,28 @@ pcache_status pcache_get_stats(pcache *cache, pcache_stats *stats) {
     auto &c = need_cache(cache);
     if (!stats) throw invalid("stats is NULL");
     copy_stats(c.stats(), stats);
+    return PCACHE_OK;
+  });
+}
+
+pcache_status pcache_get_shared_stats(pcache *cache, pcache_shared_stats *stats) {
+  return guarded(__func__, [&] {
+    progcache::Cache &c = need_counters(cache);
+    if (!stats) throw invalid("stats is NULL");
+    if (stats->struct_size < kSharedStatsV1Size)
+      throw invalid("stats->struct_size " + std::to_string(stats->struct_size) +
+                    " is too small (set it to sizeof(pcache_shared_stats))");
+    const progcache::PersistentCounters pc = c.persistent_counters();
+    pcache_shared_stats out{};
+    out.struct_size = stats->struct_size;
+    out.hits = pc.hits;
+    out.misses = pc.misses;
+    out.evictions = pc.evictions;
+    out.compile_us_saved = pc.compile_us_saved;
+    out.corrupt = pc.corrupt;
+    out.uncacheable = pc.uncacheable;
+    out.tier_errors = pc.tier_errors;
+    std::memcpy(stats, &out, std::min<size_t>(stats->struct_size, sizeof out));
     return PCACHE_OK;
   });
 }

@@ -69,6 +69,14 @@ progcache::Cache &need_cache(pcache *cache) {
   throw invalid("cache handle is closed or invalid");
 }
 
+progcache::Cache &need_counters(pcache *cache) {
+  progcache::Cache &c = need_cache(cache);
+  if (!c.tiers().empty())
+    throw Error(Status::unsupported,
+                "a tiered cache keeps its shared counters per tier: ask each tier");
+  return c;
+}
+
 ByteView need_key(const void *key, size_t key_size) {
   if (!key) throw invalid("key is NULL");
   return {key, key_size};

@@ -43,7 +43,8 @@ namespace progcache::shim {
 
 inline constexpr uint32_t kSlotOpen = 0x0b5e55ed, kSlotClosed = 0xdeadc105;
 // First (smallest) published sizes of the growable structs (docs/ABI.md).
-inline constexpr uint32_t kOptionsV1Size = 16, kStatsV1Size = 72, kProgramV1Size = 112;
+inline constexpr uint32_t kOptionsV1Size = 16, kStatsV1Size = 72, kProgramV1Size = 112,
+                          kSharedStatsV1Size = 64;
 
 // A fresh slot (from the free list when one is there), and back to the free list (with the tier
 // handles it lent, which close with it).
@@ -92,6 +93,8 @@ void init_struct(T *s, uint32_t struct_size, uint32_t v1_size, const char *what)
 // The open cache behind a handle; throws invalid_arg for NULL, closed or invalid handles.
 progcache::Cache &need_cache(pcache *cache);
 ByteView need_key(const void *key, size_t key_size);
+// need_cache for the shared counters: a tiered handle has none of its own (unsupported).
+progcache::Cache &need_counters(pcache *cache);
 // Reads a pcache_program into the core's description (pointers stay the caller's).
 progcache::ProgramDesc to_desc(const pcache_program *program);
 // C string arrays as views; throws invalid_arg naming `what` for NULL pointers.

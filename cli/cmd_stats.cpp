@@ -18,7 +18,7 @@ Totals totals(pcache *cache) {
   t.entries = entry_count(cache);
   check(pcache_size(cache, &t.bytes));
   t.shared.struct_size = sizeof t.shared;
-  check(pcache_admin_shared_stats(cache, &t.shared));
+  check(pcache_get_shared_stats(cache, &t.shared));
   return t;
 }
 
@@ -71,12 +71,14 @@ int print_json(const pcache_admin_info &info, const Totals &t, const Cap &cap_in
   std::printf(
       "{\"cache\": %s, \"entries\": %llu, \"size_bytes\": %llu, \"cap_bytes\": %s, "
       "\"cap_source\": %s, %s, \"hits\": %lld, \"misses\": %lld, \"evictions\": %lld, "
-      "\"compile_us_saved\": %lld}\n",
+      "\"compile_us_saved\": %lld, \"corrupt\": %lld, \"uncacheable\": %lld, "
+      "\"tier_errors\": %lld}\n",
       json_string(info.uri).c_str(), (unsigned long long)t.entries, (unsigned long long)t.bytes,
       json_number_or_null(cap).c_str(),
       cap_in.source.empty() ? "null" : json_string(cap_in.source).c_str(), ratios,
       (long long)t.shared.hits, (long long)t.shared.misses, (long long)t.shared.evictions,
-      (long long)t.shared.compile_us_saved);
+      (long long)t.shared.compile_us_saved, (long long)t.shared.corrupt,
+      (long long)t.shared.uncacheable, (long long)t.shared.tier_errors);
   return 0;
 }
 
@@ -97,6 +99,12 @@ int print_text(const pcache_admin_info &info, const Totals &t, const Cap &cap_in
               lookups ? 100.0 * double(t.shared.hits) / double(lookups) : 0.0);
   std::printf("evictions:           %lld\n", (long long)t.shared.evictions);
   std::printf("compile time saved:  %.1f s\n", double(t.shared.compile_us_saved) / 1e6);
+  std::printf("damaged, removed:    %lld\n", (long long)t.shared.corrupt);
+  std::printf("not stored:          %lld (uncacheable programs, failed stores)\n",
+              (long long)t.shared.uncacheable);
+  if (t.shared.tier_errors)
+    std::printf("tier errors:         %lld (a tier of a tiered cache failed)\n",
+                (long long)t.shared.tier_errors);
   return 0;
 }
 

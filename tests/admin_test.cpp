@@ -41,7 +41,7 @@ std::vector<std::string> listed_keys(pcache *cache) {
 pcache_shared_stats shared(pcache *cache) {
   pcache_shared_stats s{};
   s.struct_size = sizeof s;
-  EXPECT_EQ(pcache_admin_shared_stats(cache, &s), PCACHE_OK) << pcache_last_error();
+  EXPECT_EQ(pcache_get_shared_stats(cache, &s), PCACHE_OK) << pcache_last_error();
   return s;
 }
 
@@ -164,7 +164,7 @@ TEST_F(Admin, TierHandlesActOnOneTierAndCloseWithTheirCache) {
   // Shared counters live in the tiers; the composite has none of its own.
   pcache_shared_stats s{};
   s.struct_size = sizeof s;
-  EXPECT_EQ(pcache_admin_shared_stats(c, &s), PCACHE_ERR_UNSUPPORTED);
+  EXPECT_EQ(pcache_get_shared_stats(c, &s), PCACHE_ERR_UNSUPPORTED);
   EXPECT_EQ(pcache_close(t1), PCACHE_ERR_INVALID_ARG) << "a tier handle closes with its cache";
   EXPECT_EQ(pcache_count(t1, &n1), PCACHE_OK) << "and is still usable after the refused close";
   ASSERT_EQ(pcache_close(c), PCACHE_OK);
@@ -193,7 +193,7 @@ TEST_F(Admin, SharedStatsCountAcrossHandlesAndZero) {
   EXPECT_EQ(b.count(), 1u);
   pcache_shared_stats small{};
   small.struct_size = 8;
-  EXPECT_EQ(pcache_admin_shared_stats(b, &small), PCACHE_ERR_INVALID_ARG);
+  EXPECT_EQ(pcache_get_shared_stats(b, &small), PCACHE_ERR_INVALID_ARG);
 }
 
 TEST_F(Admin, InfoRedactsThePasswordAndChecksItsArguments) {

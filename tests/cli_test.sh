@@ -126,6 +126,8 @@ entry=$(find "$vd" -path '*/[0-9a-f][0-9a-f]/*' -type f | head -1)
 printf '\xff' | dd of="$entry" bs=1 seek=200 conv=notrunc status=none
 want='1 damaged and removed' check "verify finds damage and exits 1" 1 "$pc" --cache "filestream:$vd" verify
 want='0 damaged' check "verify of a sound cache exits 0" 0 "$pc" --cache "filestream:$vd" verify
+want='^ok$' check "the damage verify removed is in the shared counters" 0 bash -c "'$pc' --cache 'filestream:$vd' stats --json | python3 -c 'import json,sys; d=json.load(sys.stdin); assert d[\"corrupt\"]==1 and d[\"uncacheable\"]==0, d; print(\"ok\")'"
+want='damaged, removed: +1$' check "stats says so" 0 "$pc" --cache "filestream:$vd" stats
 "$pc" --cache "filestream:$vd" put text:v "$kernel" >/dev/null
 entry=$(find "$vd" -path '*/[0-9a-f][0-9a-f]/*' -type f | head -1)
 printf '\xff' | dd of="$entry" bs=1 seek=200 conv=notrunc status=none

@@ -106,7 +106,14 @@ class _Stats(ctypes.Structure):
     _fields_ = [("struct_size", ctypes.c_uint32), ("reserved", ctypes.c_uint32)] + [
         (name, ctypes.c_uint64) for name in (
             "hits", "misses", "puts", "deletes", "evictions", "bytes_read", "bytes_written",
-            "corrupt", "healed", "tier_errors", "tier_skips")]
+            "corrupt", "healed", "tier_errors", "tier_skips", "uncacheable")]
+
+
+class _SharedStats(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_uint32), ("reserved", ctypes.c_uint32)] + [
+        (name, ctypes.c_int64) for name in (
+            "hits", "misses", "evictions", "compile_us_saved", "corrupt", "uncacheable",
+            "tier_errors")]
 
 
 class _View(ctypes.Structure):
@@ -170,6 +177,7 @@ _declare("pcache_count", _status, _handle, ctypes.POINTER(ctypes.c_uint64))
 _declare("pcache_size", _status, _handle, ctypes.POINTER(ctypes.c_uint64))
 _declare("pcache_clear", _status, _handle)
 _declare("pcache_get_stats", _status, _handle, ctypes.POINTER(_Stats))
+_declare("pcache_get_shared_stats", _status, _handle, ctypes.POINTER(_SharedStats))
 _declare("pcache_get_tier_stats", _status, _handle, ctypes.c_uint32, ctypes.POINTER(_Stats))
 _declare("pcache_status_string", ctypes.c_char_p, _status)
 _declare("pcache_last_error", ctypes.c_char_p)
@@ -399,6 +407,15 @@ class Cache:
         s.struct_size = ctypes.sizeof(_Stats)
         _check(_lib.pcache_get_stats(self._h(), ctypes.byref(s)))
         return {name: getattr(s, name) for name, _ in _Stats._fields_[2:]}
+
+    def shared_stats(self):
+        """The counters every process using this cache's storage shares, as a dict (hits,
+        misses, evictions, compile_us_saved, corrupt, uncacheable, tier_errors): what
+        `progcache stats` shows. A tiered cache has none of its own (ProgcacheError)."""
+        s = _SharedStats()
+        s.struct_size = ctypes.sizeof(_SharedStats)
+        _check(_lib.pcache_get_shared_stats(self._h(), ctypes.byref(s)))
+        return {name: getattr(s, name) for name, _ in _SharedStats._fields_[2:]}
 
     def tier_stats(self):
         """One counters dict per tier of a "tiered:" cache, fastest tier first (one for others)."""

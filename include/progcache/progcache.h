@@ -351,6 +351,39 @@ PCACHE_API pcache_status pcache_get_stats(pcache *cache, pcache_stats *stats);
  */
 PCACHE_API pcache_status pcache_get_tier_stats(pcache *cache, uint32_t tier, pcache_stats *stats);
 
+/**
+ * The counters every process using a cache's storage shares (SQLite and file-stream keep them
+ * in the store, Redis in a hash; a memory: cache in the handle), as `progcache stats` shows
+ * them. Fill struct_size (or use pcache_stats_init's rule: zero it, set struct_size).
+ */
+typedef struct pcache_shared_stats {
+  uint32_t struct_size;     /* the caller's sizeof(pcache_shared_stats) */
+  uint32_t reserved;        /* 0 */
+  int64_t hits;             /* lookups answered from the cache (compile waiters included) */
+  int64_t misses;           /* lookups that were not */
+  int64_t evictions;        /* entries removed by a size cap */
+  int64_t compile_us_saved; /* NVRTC time hits spared, by the original compiles' durations */
+  int64_t corrupt;          /* damaged or forged records found and removed */
+  int64_t uncacheable;      /* compiles not stored (an uncacheable program, a failed store) */
+  int64_t tier_errors;      /* tiered caches: calls on a tier that failed (a remote tier down or
+                               slow, a local one busy), recorded in the tiers that answered */
+  /* later versions append int64_t fields here */
+} pcache_shared_stats;
+
+/**
+ * Flushes this handle's own counts to the storage, then reads the counters every process using
+ * it shares into the first stats->struct_size bytes of *stats. Unlike pcache_get_stats() (this
+ * handle since it opened), these survive the process and add up across processes. For a
+ * tiered cache, each tier keeps its own: open a tier by its own URI (or see
+ * pcache_admin_tier()); the tiered handle itself answers PCACHE_ERR_UNSUPPORTED.
+ * Returns PCACHE_OK; PCACHE_ERR_INVALID_ARG (NULL or closed handle, NULL stats, struct_size
+ * smaller than 64, the first version of the struct); PCACHE_ERR_UNSUPPORTED (a tiered handle);
+ * PCACHE_ERR_IO, PCACHE_ERR_BUSY, PCACHE_ERR_REMOTE (the storage cannot be read).
+ * Thread safety: safe concurrently with any operation on the handle.
+ * Since 0.4 (symbol version PCACHE_1.1).
+ */
+PCACHE_API pcache_status pcache_get_shared_stats(pcache *cache, pcache_shared_stats *stats);
+
 /** Returns a static, never-NULL description of status; unknown values give "unknown status". */
 PCACHE_API const char *pcache_status_string(pcache_status status);
 

@@ -75,31 +75,8 @@ PCACHE_API pcache_status pcache_admin_info_get(pcache *cache, pcache_admin_info 
 PCACHE_API pcache_status pcache_admin_tier(pcache *cache, uint32_t tier, pcache **tier_out);
 
 /**
- * The counters every process using the storage shares (persisted by SQLite, file-stream and
- * Redis; a memory: cache keeps them in the handle). Filled by pcache_admin_shared_stats().
- */
-typedef struct pcache_shared_stats {
-  uint32_t struct_size;     /* the caller's sizeof(pcache_shared_stats) */
-  uint32_t reserved;        /* 0 */
-  int64_t hits;             /* lookups answered from the cache (compile waiters included) */
-  int64_t misses;           /* lookups that were not */
-  int64_t evictions;        /* entries removed by a size cap */
-  int64_t compile_us_saved; /* NVRTC time hits spared, by the original compiles' durations */
-} pcache_shared_stats;
-
-/**
- * Flushes this handle's own counts to the storage, then reads the shared counters into *stats.
- * For a tiered cache, ask each tier handle (pcache_admin_tier()); the tiered handle itself has
- * none and answers PCACHE_ERR_UNSUPPORTED.
- * Returns PCACHE_OK; PCACHE_ERR_INVALID_ARG (NULL or closed handle, NULL stats, struct_size
- * smaller than this release's); PCACHE_ERR_UNSUPPORTED (a tiered handle); PCACHE_ERR_IO,
- * PCACHE_ERR_BUSY, PCACHE_ERR_REMOTE when the storage cannot be read.
- * Thread safety: safe concurrently with any operation on the handle.
- */
-PCACHE_API pcache_status pcache_admin_shared_stats(pcache *cache, pcache_shared_stats *stats);
-
-/**
- * Sets the shared counters to zero (ccache -z); entries and pcache_get_stats() counts stay.
+ * Sets the shared counters (pcache_get_shared_stats()) to zero (ccache -z); entries and
+ * pcache_get_stats() counts stay.
  * Returns PCACHE_OK; PCACHE_ERR_INVALID_ARG; PCACHE_ERR_UNSUPPORTED (a tiered handle: zero each
  * tier); PCACHE_ERR_IO, PCACHE_ERR_BUSY, PCACHE_ERR_REMOTE when the storage cannot be written.
  * Thread safety: safe concurrently with any operation on the handle.

@@ -33,6 +33,10 @@ struct BackendConfig {
 // Counters kept with the storage and shared by every process that opens it (`progcache stats`).
 struct PersistentCounters {
   int64_t hits = 0, misses = 0, evictions = 0, compile_us_saved = 0;
+  // Since 0.4: damaged records found and removed, compiles not stored (uncacheable programs,
+  // failed stores), and calls on a tier of a tiered stack that failed (an unreachable or slow
+  // remote tier, a busy local one; recorded in the stack's other tiers).
+  int64_t corrupt = 0, uncacheable = 0, tier_errors = 0;
   // Every counter with the name stores keep it under: the one list the stores iterate.
   struct Field {
     const char *name;
@@ -41,7 +45,15 @@ struct PersistentCounters {
   static constexpr Field kFields[] = {{"hits", &PersistentCounters::hits},
                                       {"misses", &PersistentCounters::misses},
                                       {"evictions", &PersistentCounters::evictions},
-                                      {"compile_us_saved", &PersistentCounters::compile_us_saved}};
+                                      {"compile_us_saved", &PersistentCounters::compile_us_saved},
+                                      {"corrupt", &PersistentCounters::corrupt},
+                                      {"uncacheable", &PersistentCounters::uncacheable},
+                                      {"tier_errors", &PersistentCounters::tier_errors}};
+  bool any() const {
+    for (const Field &f : kFields)
+      if (this->*f.value) return true;
+    return false;
+  }
   PersistentCounters &operator+=(const PersistentCounters &o) {
     for (const Field &f : kFields) this->*f.value += o.*f.value;
     return *this;

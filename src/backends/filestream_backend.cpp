@@ -33,6 +33,27 @@ constexpr int kStatsWords = 8;  // magic, count, size, 4 shared counters, checks
 // leaves it set, and the next holder recounts. Earlier versions read and write only the
 // first kStatsWords words and ignore it.
 constexpr uint64_t kUpdateInProgress = 0x5441445055534650ull;  // "PFSUPDAT"
+// After the flag, the counters added in 0.4 in their own checksummed block: magic, corrupt,
+// uncacheable, tier_errors, checksum. Earlier versions neither read nor write it (it keeps what
+// the last newer writer left); a block that fails its check reads as zeros.
+constexpr uint64_t kStatsExtMagic = 0x3354415453534650ull;  // "PFSSTAT3"
+constexpr int kStatsExtWords = 5;
+constexpr int kStatsFileWords = kStatsWords + 1 + kStatsExtWords;
+
+// The shared counters as the stats file holds them (base block words 3-6, extension 10-12).
+PersistentCounters counters_from(const uint64_t *buf, bool ext_valid) {
+  PersistentCounters c;
+  c.hits = int64_t(buf[3]);
+  c.misses = int64_t(buf[4]);
+  c.evictions = int64_t(buf[5]);
+  c.compile_us_saved = int64_t(buf[6]);
+  if (ext_valid) {
+    c.corrupt = int64_t(buf[kStatsWords + 2]);
+    c.uncacheable = int64_t(buf[kStatsWords + 3]);
+    c.tier_errors = int64_t(buf[kStatsWords + 4]);
+  }
+  return c;
+}
 // Below this many entries eviction looks at every entry (exact mtime LRU); above it, at one
 // shard at a time (ccache's approach), so a put never costs a full directory scan.
 constexpr int64_t kExactEvictionEntries = 4096;
@@ -469,20 +490,23 @@ int FileStreamBackend::stats_fd() {
 }
 
 FileStreamBackend::Totals FileStreamBackend::read_totals_locked() {
-  uint64_t buf[kStatsWords + 1] = {};
+  uint64_t buf[kStatsFileWords] = {};
   const ssize_t n = ::pread(stats_fd_.get(), buf, sizeof buf, 0);
   const bool whole = n >= ssize_t(8 * kStatsWords) && buf[0] == kStatsMagic &&
                      buf[kStatsWords - 1] == XXH3_64bits(buf, 8 * (kStatsWords - 1)) &&
                      int64_t(buf[1]) >= 0 && int64_t(buf[2]) >= 0;
+  const uint64_t *ext = buf + kStatsWords + 1;
+  const bool ext_valid = n >= ssize_t(sizeof buf) && ext[0] == kStatsExtMagic &&
+                         ext[kStatsExtWords - 1] == XXH3_64bits(ext, 8 * (kStatsExtWords - 1));
   if (whole && buf[kStatsWords] != kUpdateInProgress) {
     Totals t{int64_t(buf[1]), int64_t(buf[2]), {}};
-    t.counters = {int64_t(buf[3]), int64_t(buf[4]), int64_t(buf[5]), int64_t(buf[6])};
+    t.counters = counters_from(buf, ext_valid);
     return t;
   }
   // Missing or damaged accounting, or a holder of the lock died while changing entries: count
   // again from the entries themselves, keeping the shared counters when they survived.
   Totals t = rebuild_totals_locked();
-  if (whole) t.counters = {int64_t(buf[3]), int64_t(buf[4]), int64_t(buf[5]), int64_t(buf[6])};
+  if (whole) t.counters = counters_from(buf, ext_valid);
   write_totals_locked(t);
   return t;
 }
@@ -506,7 +530,7 @@ void FileStreamBackend::account_removal(Totals &t, const std::optional<int64_t> 
 
 void FileStreamBackend::write_totals_locked(Totals t) {
   if (t.recount) t = recount_keeping_counters_locked(t);
-  uint64_t buf[kStatsWords + 1] = {kStatsMagic,
+  uint64_t buf[kStatsFileWords] = {kStatsMagic,
                                    uint64_t(std::max<int64_t>(t.count, 0)),
                                    uint64_t(std::max<int64_t>(t.size, 0)),
                                    uint64_t(t.counters.hits),
@@ -514,8 +538,14 @@ void FileStreamBackend::write_totals_locked(Totals t) {
                                    uint64_t(t.counters.evictions),
                                    uint64_t(t.counters.compile_us_saved),
                                    0,
-                                   0};  // no update in progress
+                                   0,  // no update in progress
+                                   kStatsExtMagic,
+                                   uint64_t(t.counters.corrupt),
+                                   uint64_t(t.counters.uncacheable),
+                                   uint64_t(t.counters.tier_errors),
+                                   0};
   buf[kStatsWords - 1] = XXH3_64bits(buf, 8 * (kStatsWords - 1));
+  buf[kStatsFileWords - 1] = XXH3_64bits(buf + kStatsWords + 1, 8 * (kStatsExtWords - 1));
   ssize_t n;
   do {
     n = ::pwrite(stats_fd_.get(), buf, sizeof buf, 0);

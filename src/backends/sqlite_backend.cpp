@@ -37,7 +37,8 @@ constexpr const char *kSql[] = {
     "ROLLBACK",
     "DELETE FROM entries",
     "SELECT key, size, used_at FROM entries ORDER BY atime DESC",
-    "UPDATE meta SET value = value + ?2 WHERE name = ?1",
+    ("INSERT INTO meta(name, value) VALUES(?1, ?2)"
+     " ON CONFLICT(name) DO UPDATE SET value = value + ?2"),
     "SELECT record FROM memo WHERE name = ?1",
     "INSERT OR REPLACE INTO memo(name, record) VALUES(?1, ?2)",
     ("DELETE FROM memo WHERE rowid IN (SELECT rowid FROM memo ORDER BY rowid LIMIT"

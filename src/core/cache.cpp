@@ -324,9 +324,10 @@ Cache::~Cache() {
     } catch (...) {  // never fail a close over them
       return;
     }
-    if (!pending_hits_.load() && !pending_misses_.load() && !pending_saved_us_.load() &&
-        flushed_evictions_.load() == events_.evictions.load())
-      return;
+    bool all_flushed =
+        !pending_hits_.load() && !pending_misses_.load() && !pending_saved_us_.load();
+    for (const Grown &g : grown()) all_flushed &= g.flushed->load() == g.now;
+    if (all_flushed) return;
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
 }
@@ -343,15 +344,23 @@ void Cache::count_op() {
   }
 }
 
+std::array<Cache::Grown, 4> Cache::grown() {
+  return {
+      {{events_.evictions.load(), &flushed_evictions_, &PersistentCounters::evictions},
+       {corrupt_.load() + events_.corrupt.load(), &flushed_corrupt_, &PersistentCounters::corrupt},
+       {uncacheable_.load(), &flushed_uncacheable_, &PersistentCounters::uncacheable},
+       {events_.tier_errors.load(), &flushed_tier_errors_, &PersistentCounters::tier_errors}}};
+}
+
 void Cache::flush_counters() {
   if (!backend_) return;  // the backend failed to open (its constructor threw)
   PersistentCounters d;
   d.hits = int64_t(pending_hits_.exchange(0));
   d.misses = int64_t(pending_misses_.exchange(0));
   d.compile_us_saved = int64_t(pending_saved_us_.exchange(0));
-  const uint64_t evictions = events_.evictions.load();
-  d.evictions = int64_t(evictions - flushed_evictions_.exchange(evictions));
-  if (!(d.hits || d.misses || d.compile_us_saved || d.evictions)) return;
+  const std::array<Grown, 4> grown_now = grown();
+  for (const Grown &g : grown_now) d.*g.field = int64_t(g.now - g.flushed->exchange(g.now));
+  if (!d.any()) return;
   SharedCounters *shared = backend_->shared_counters();
   if (!shared) {
     std::lock_guard lock(local_counters_mutex_);
@@ -366,7 +375,7 @@ void Cache::flush_counters() {
     pending_hits_.fetch_add(uint64_t(d.hits));
     pending_misses_.fetch_add(uint64_t(d.misses));
     pending_saved_us_.fetch_add(uint64_t(d.compile_us_saved));
-    flushed_evictions_.fetch_sub(uint64_t(d.evictions));
+    for (const Grown &g : grown_now) g.flushed->fetch_sub(uint64_t(d.*g.field));
   }
 }
 
@@ -374,7 +383,7 @@ void Cache::zero_counters() {
   pending_hits_.store(0);
   pending_misses_.store(0);
   pending_saved_us_.store(0);
-  flushed_evictions_.store(events_.evictions.load());
+  for (const Grown &g : grown()) g.flushed->store(g.now);
   if (SharedCounters *shared = backend_->shared_counters()) return shared->reset_counters();
   std::lock_guard lock(local_counters_mutex_);
   local_counters_ = {};

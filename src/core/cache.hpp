@@ -1,6 +1,7 @@
 // Cache: one open handle: the backend, the size cap, and the handle's statistics.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <memory>
 #include <optional>
@@ -164,7 +165,17 @@ class Cache final : public MemoStore {
   int compress_level_ = 0;
   void count_op();
   std::atomic<uint64_t> pending_hits_{0}, pending_misses_{0}, pending_saved_us_{0},
-      flushed_evictions_{0}, ops_since_flush_{0};
+      ops_since_flush_{0};
+  // Handle totals that only grow and are shared by how much they grew since the last flush:
+  // where each stands now, and what was flushed of it.
+  struct Grown {
+    uint64_t now;
+    std::atomic<uint64_t> *flushed;
+    int64_t PersistentCounters::*field;
+  };
+  std::array<Grown, 4> grown();
+  std::atomic<uint64_t> flushed_evictions_{0}, flushed_corrupt_{0}, flushed_uncacheable_{0},
+      flushed_tier_errors_{0};
   std::atomic<uint64_t> hits_{0}, misses_{0}, puts_{0}, deletes_{0}, bytes_read_{0},
       bytes_written_{0}, corrupt_{0}, healed_{0}, uncacheable_{0};
 };

@@ -183,12 +183,17 @@ void TieredBackend::add_counters(const PersistentCounters &delta) {
     std::lock_guard lock(counters_mutex_);
     counters_ += delta;
   }
-  if (delta.compile_us_saved == 0) return;
-  PersistentCounters saved;
-  saved.compile_us_saved = delta.compile_us_saved;
+  // What only the stack sees is recorded in every tier that answers: the time hits saved, the
+  // compiles it could not store, and the failures of its tiers (a remote tier that is down
+  // gets them recorded in the local ones).
+  PersistentCounters forwarded;
+  forwarded.compile_us_saved = delta.compile_us_saved;
+  forwarded.uncacheable = delta.uncacheable;
+  forwarded.tier_errors = delta.tier_errors;
+  if (!forwarded.any()) return;
   for (auto &tier : tiers_)
     if (SharedCounters *shared = tier->cache->backend().shared_counters())
-      attempt(*tier, [&] { shared->add_counters(saved); });
+      attempt(*tier, [&] { shared->add_counters(forwarded); });
 }
 
 PersistentCounters TieredBackend::counters() {

@@ -38,9 +38,10 @@ class TieredBackend final : public Backend, public SharedCounters, public LeaseS
   void list(const std::function<void(const EntryInfo &)> &fn) override;
   uint64_t max_payload_size() const override;
   std::string lock_dir() const override;
-  // Counters: each tier counts its own hits and misses; the NVRTC time a hit saved is credited to
-  // every tier, so that `progcache stats` on the shared store shows what the fleet saved. The
-  // stack's own totals stay in this process.
+  // Counters: each tier counts its own hits, misses and damage; the NVRTC time a hit saved, the
+  // compiles not stored and the tier failures are credited to every tier that answers, so that
+  // `progcache stats` on a store shows what the fleet saved and met. The stack's own totals stay
+  // in this process.
   void add_counters(const PersistentCounters &delta) override;
   PersistentCounters counters() override;
   // Every tier's stored counters, and the stack's own.

@@ -115,6 +115,22 @@ class TieredTest(unittest.TestCase):
             with progcache.Cache("memory:") as plain:
                 self.assertEqual(len(plain.tier_stats()), 1)
 
+    def test_shared_stats_add_up_across_handles(self):
+        with tempfile.TemporaryDirectory() as d:
+            db = "sqlite:" + os.path.join(d, "s.db")
+            for _ in range(2):
+                with progcache.Cache(db) as c:
+                    c[b"k"] = b"v"
+                    self.assertEqual(c[b"k"], b"v")
+                    self.assertIsNone(c.get(b"absent"))
+            with progcache.Cache(db) as c:
+                shared = c.shared_stats()
+                self.assertEqual((shared["hits"], shared["misses"]), (2, 2))
+                self.assertEqual(c.stats()["hits"], 0, "this handle's own counters start at 0")
+            with progcache.Cache("tiered:memory:|" + db) as t:
+                with self.assertRaises(progcache.ProgcacheError):
+                    t.shared_stats()
+
 
 class CompileTest(unittest.TestCase):
     def test_compile_miss_then_hit_with_lowered_names(self):
