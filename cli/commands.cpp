@@ -111,7 +111,7 @@ std::vector<Command> make_commands() {
        "[max_size SIZE|none]",
        "the settings in force and where each comes from",
        "Lists the settings that apply to the cache (cache_uri, max_size, secret_file,\n"
-       "allow_shared) with where each comes from: the environment, a config file\n"
+       "allow_shared, umask) with where each comes from: the environment, a config file\n"
        "(/etc/progcache.conf, then ~/.config/progcache/progcache.conf), the cache itself, or the\n"
        "default. 'config max_size 5G' stores a cap in the cache itself, applied by every process\n"
        "that opens it without a cap of its own ($PCACHE_MAX_SIZE or a URI's ?max_size= win over\n"

@@ -28,7 +28,9 @@ const Items kEnvironment = {
     {"PCACHE_SECRET_FILE",
      "a 0600 file whose bytes sign every stored entry and verify every entry read"},
     {"PCACHE_ALLOW_SHARED=1",
-     "trust a cache directory other users own or can write (a team cache; docs/security.md)"},
+     "trust a cache directory other users own or can write, and create files the group can "
+     "use (a team cache; docs/admin.md)"},
+    {"PCACHE_UMASK", "shared caches: the bits new files are created without (default 007)"},
     {"PCACHE_REDIS_PASSWORD", "the Redis password when a redis:// URI has none"},
 };
 

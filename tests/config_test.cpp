@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 #include <progcache/progcache_admin.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cstring>
 #include <filesystem>
@@ -238,4 +240,65 @@ TEST_F(Config, APrivilegedProcessReadsOnlyTheSystemFile) {
   EXPECT_EQ(s.at("config_files").first, "/etc/progcache.conf");
   EXPECT_EQ(s.at("max_size").second, "");
   ASSERT_EQ(pcache_close(c), PCACHE_OK);
+}
+
+// A team cache: with allow_shared, what one user creates the group can read and write (umask
+// 007 unless set), whatever the creating process's own umask; a private cache stays closed to
+// the second user. Needs root, to become a second user in a child.
+TEST_F(Config, ASharedCacheIsWritableByASecondUserOfTheGroup) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to switch to a second user";
+  ASSERT_EQ(::chmod(dir_.c_str(), 0755), 0);  // the second user may walk into the scratch dir
+  const mode_t old_umask = ::umask(022);      // the usual one: it would drop the group's w bit
+  struct Case {
+    std::string uri, file;
+    bool shared;
+  };
+  const Case cases[] = {{"sqlite:" + dir_ + "/team/c.db", dir_ + "/team/c.db", true},
+                        {"filestream:" + dir_ + "/team-fs", dir_ + "/team-fs/stats", true},
+                        {"sqlite:" + dir_ + "/mine/c.db", dir_ + "/mine/c.db", false}};
+  for (const Case &c : cases) {
+    {
+      ScopedEnv shared("PCACHE_ALLOW_SHARED", c.shared ? "1" : "0");
+      Handle h(c.uri);
+      ASSERT_NE(h.get(), nullptr) << c.uri;
+      ASSERT_EQ(h.put("from root", "v"), PCACHE_OK) << c.uri;
+      uint64_t n = 0;
+      ASSERT_EQ(pcache_count(h, &n), PCACHE_OK);  // the stats file exists now
+    }
+    struct stat st {};
+    ASSERT_EQ(::stat(c.file.c_str(), &st), 0) << c.file;
+    EXPECT_EQ(st.st_mode & 0777, c.shared ? 0660u : 0600u) << c.file;
+    ASSERT_EQ(::stat(std::filesystem::path(c.file).parent_path().string().c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 0777, c.shared ? 0770u : 0700u) << c.file;
+    const pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      // nobody, still in root's group: the group bits are what let it in.
+      if (::setuid(65534) != 0) ::_exit(10);
+      ::setenv("PCACHE_ALLOW_SHARED", "1", 1);
+      pcache *h = nullptr;
+      if (pcache_open(c.uri.c_str(), nullptr, &h) != PCACHE_OK) ::_exit(20);
+      void *data = nullptr;
+      size_t size = 0;
+      if (pcache_get(h, "from root", 9, &data, &size) != PCACHE_OK) ::_exit(21);
+      pcache_free(data);
+      if (pcache_put(h, "from nobody", 11, "w", 1) != PCACHE_OK) ::_exit(22);
+      pcache_close(h);
+      ::_exit(0);
+    }
+    int status = 0;
+    ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+    ASSERT_TRUE(WIFEXITED(status));
+    if (c.shared)
+      EXPECT_EQ(WEXITSTATUS(status), 0) << c.uri << ": the second user could not use the cache";
+    else
+      EXPECT_EQ(WEXITSTATUS(status), 20) << c.uri << ": a private cache let a second user in";
+  }
+  ::umask(old_umask);
+  ScopedEnv bad("PCACHE_UMASK", "9");
+  ScopedEnv shared("PCACHE_ALLOW_SHARED", "1");
+  pcache *h = nullptr;
+  EXPECT_EQ(pcache_open(("sqlite:" + dir_ + "/bad/c.db").c_str(), nullptr, &h),
+            PCACHE_ERR_INVALID_ARG);
+  EXPECT_NE(std::strstr(pcache_last_error(), "umask"), nullptr) << pcache_last_error();
 }

@@ -91,8 +91,8 @@ typedef void (*pcache_setting_fn)(const char *name, const char *value, const cha
  * Lists the settings that apply to this cache, each with its value ("" when unset) and where it
  * comes from ("" when unset, "environment (PCACHE_X)", a config file's path, "the cache
  * (progcache config)", "URI (?max_size=)", "the default for the default cache"): cache_uri,
- * max_size (in bytes), secret_file, allow_shared, then config_files (the files looked at,
- * ':'-separated). A config file that
+ * max_size (in bytes), secret_file, allow_shared, umask, then config_files (the files looked
+ * at, ':'-separated). A config file that
  * cannot be parsed or names an unknown setting is reported as a warning in pcache_last_error().
  * Returns PCACHE_OK; PCACHE_ERR_INVALID_ARG (NULL or closed handle, NULL fn, a malformed size);
  * PCACHE_ERR_IO, PCACHE_ERR_BUSY, PCACHE_ERR_REMOTE (the stored cap cannot be read).

@@ -12,6 +12,7 @@
 
 #include "util/blob.hpp"
 #include "util/fork_guard.hpp"
+#include "util/fsutil.hpp"
 #include "util/warning.hpp"
 
 namespace progcache {
@@ -27,6 +28,7 @@ struct BackendEvents {
 struct BackendConfig {
   uint64_t max_size_bytes = 0;  // 0 = unbounded; the cap on the sum of payload sizes
   bool allow_shared = false;    // accept directories/files other users own or can write
+  CreateModes modes;            // what new directories and files are created with
   BackendEvents *events = nullptr;
 };
 

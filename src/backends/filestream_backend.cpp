@@ -126,12 +126,12 @@ FileStreamBackend::FileStreamBackend(Uri &uri, const BackendConfig &config)
   uri.expect_no_params();
   for (auto &f : shard_fds_) f.store(-1);
   while (dir_.size() > 1 && dir_.back() == '/') dir_.pop_back();
-  make_dirs(dir_);
+  make_dirs(dir_, config_.modes.dir);
   dir_fd_ = Fd(::open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (!dir_fd_) throw_errno("cannot open cache directory '" + dir_ + "'");
   check_private_dir(dir_, dir_fd_.get(), config_.allow_shared);
-  if (::mkdirat(dir_fd_.get(), kTmpDir, 0700) != 0 && errno != EEXIST && errno != EROFS &&
-      errno != EACCES)
+  if (make_dir_at(dir_fd_.get(), kTmpDir, config_.modes.dir) != 0 && errno != EEXIST &&
+      errno != EROFS && errno != EACCES)
     throw_errno("cannot create '" + dir_ + "/tmp'");
   tmp_fd_ = Fd(::openat(dir_fd_.get(), kTmpDir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
   char host[256] = "host";
@@ -178,8 +178,9 @@ void FileStreamBackend::check_format() {
   if (!tmp_fd_) return;
   const std::string tmp = temp_name();
   Fd out(::openat(tmp_fd_.get(), tmp.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW | O_CLOEXEC,
-                  0600));
+                  config_.modes.file));
   if (!out) return;
+  set_created_mode(out.get(), config_.modes.file);
   if (write_all(out.get(), want.data(), want.size()))
     ::renameat(tmp_fd_.get(), tmp.c_str(), dir_fd_.get(), kFormatFile);
   else
@@ -231,7 +232,7 @@ int FileStreamBackend::shard_fd(int shard, bool create) {
   std::snprintf(name, sizeof name, "%02x", shard);
   fd = ::openat(dir_fd_.get(), name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0 && errno == ENOENT && create) {
-    if (::mkdirat(dir_fd_.get(), name, 0700) != 0 && errno != EEXIST)
+    if (make_dir_at(dir_fd_.get(), name, config_.modes.dir) != 0 && errno != EEXIST)
       throw_errno("cannot create '" + dir_ + "/" + name + "'");
     fd = ::openat(dir_fd_.get(), name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   }
@@ -324,9 +325,10 @@ void FileStreamBackend::put(ByteView key, Blob &&record, uint64_t payload_size) 
   if (!tmp_fd_) throw Error(Status::permission, "cache directory '" + dir_ + "' is not writable");
   const std::string tmp = temp_name();
   Fd fd(sys::openat(tmp_fd_.get(), tmp.c_str(),
-                    O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0600,
+                    O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, config_.modes.file,
                     sys::Op::create_temp));
   if (!fd) throw_errno("cannot create a temporary file in '" + dir_ + "/tmp'");
+  set_created_mode(fd.get(), config_.modes.file);
   // Locked until it is renamed into place (the duplicate keeps the lock past the close below): a
   // reaper in any process, any PID namespace, sees a live writer by the lock, not by its pid.
   const Fd writer_lock = hold_temp_lock(fd.get());
@@ -371,7 +373,7 @@ int FileStreamBackend::meta_fd(bool create) {
   if ((fd = meta_fd_.load(std::memory_order_acquire)) >= 0) return fd;
   fd = ::openat(dir_fd_.get(), "meta", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   if (fd < 0 && errno == ENOENT && create) {
-    if (::mkdirat(dir_fd_.get(), "meta", 0700) != 0 && errno != EEXIST)
+    if (make_dir_at(dir_fd_.get(), "meta", config_.modes.dir) != 0 && errno != EEXIST)
       throw_errno("cannot create '" + dir_ + "/meta'");
     fd = ::openat(dir_fd_.get(), "meta", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   }
@@ -402,7 +404,8 @@ void FileStreamBackend::put_meta(std::string_view name, ByteView record) {
   const int dfd = meta_fd(true);
   const std::string tmp = temp_name();
   Fd fd(::openat(tmp_fd_.get(), tmp.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW | O_CLOEXEC,
-                 0600));
+                 config_.modes.file));
+  if (fd) set_created_mode(fd.get(), config_.modes.file);
   if (!fd) throw_errno("cannot create a temporary file in '" + dir_ + "/tmp'");
   const Fd writer_lock = hold_temp_lock(fd.get());
   const bool ok = write_all(fd.get(), record.data, record.size) && ::close(fd.release()) == 0 &&
@@ -475,14 +478,18 @@ bool FileStreamBackend::remove_entry(ByteView key, bool trust_header) {
 int FileStreamBackend::stats_fd() {
   // A descriptor inherited across fork() shares its flock with the parent: reopen per process.
   if (!stats_fd_ || stats_pid_ != ::getpid()) {
-    int fd = ::openat(dir_fd_.get(), kStatsFile, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+    int fd = ::openat(dir_fd_.get(), kStatsFile, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC,
+                      config_.modes.file);
     if (fd < 0 && (errno == EACCES || errno == EROFS))
       fd = ::openat(dir_fd_.get(), kStatsFile, O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
     if (fd < 0 && errno == ELOOP) {
       ::unlinkat(dir_fd_.get(), kStatsFile, 0);
-      fd = ::openat(dir_fd_.get(), kStatsFile, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+      fd = ::openat(dir_fd_.get(), kStatsFile, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC,
+                    config_.modes.file);
     }
     if (fd < 0) throw_errno("cannot open '" + dir_ + "/stats'");
+    if (struct stat st; ::fstat(fd, &st) == 0 && st.st_size == 0)
+      set_created_mode(fd, config_.modes.file);  // just created: the umask may have narrowed it
     stats_fd_ = Fd(fd);
     stats_pid_ = ::getpid();
   }

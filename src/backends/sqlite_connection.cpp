@@ -64,9 +64,11 @@ void SqliteBackend::connect() {
 
 void SqliteBackend::move_aside(const std::string &why) {
   disconnect(false);
-  make_dirs(lock_dir());
+  make_dirs(lock_dir(), config_.modes.dir);
   Fd lock(::open((lock_dir() + "/recover.lock").c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC,
-                 0600));
+                 config_.modes.file));
+  if (struct stat st; lock && ::fstat(lock.get(), &st) == 0 && st.st_size == 0)
+    set_created_mode(lock.get(), config_.modes.file);
   if (lock) ::flock(lock.get(), LOCK_EX);
   struct stat st;
   if (::stat(path_.c_str(), &st) == 0 && st.st_dev == db_dev_ && st.st_ino == db_ino_) {
@@ -86,15 +88,18 @@ void SqliteBackend::move_aside(const std::string &why) {
 void SqliteBackend::open_connection() {
   pid_ = ::getpid();
   const std::string dir = parent_dir(path_);
-  make_dirs(dir);
+  make_dirs(dir, config_.modes.dir);
   check_private_dir(dir, -1, config_.allow_shared);
   for (const char *suffix : {"", "-wal", "-shm", "-journal"})
     check_owned_file(path_ + suffix, config_.allow_shared);
-  // Create the file ourselves so that it is 0600 (SQLite gives its -wal/-shm the same mode).
+  // Create the file ourselves so that it has our mode, 0600 unless shared (SQLite gives its
+  // -wal/-shm the same mode).
   {
-    Fd fd(::open(path_.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, 0600));
+    Fd fd(::open(path_.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW | O_CLOEXEC,
+                 config_.modes.file));
     if (!fd && errno != EEXIST && errno != EACCES && errno != EROFS)
       throw_errno("cannot create cache database '" + path_ + "'");
+    if (fd) set_created_mode(fd.get(), config_.modes.file);
   }
   int rc =
       sqlite3_open_v2(path_.c_str(), &db_,

@@ -82,7 +82,8 @@ std::unique_ptr<Cache> Cache::open(std::string_view text, const CacheOptions &op
     cache->options_.max_size_bytes = cache->configured_cap().bytes;
     cache->backend_->set_max_size_bytes(cache->options_.max_size_bytes);
   }
-  cache->coordinator_.emplace(cache->backend_->lock_dir(), cache->backend_->leases());
+  cache->coordinator_.emplace(cache->backend_->lock_dir(), cache->backend_->leases(),
+                              cache->modes_);
   return cache;
 }
 
@@ -130,6 +131,8 @@ std::unique_ptr<Cache> Cache::open_storage(std::string_view uri_text, const Cach
                               : cache->options_.max_size_bytes;
   config.events = &cache->events_;
   config.allow_shared = options.allow_shared || setting_is_true(lookup_setting("allow_shared"));
+  config.modes = create_modes(config.allow_shared);
+  cache->modes_ = config.modes;
   if (uri.scheme == "tiered") {
     // Each tier is a whole cache with its own checks, signature and compression; this one
     // only routes, so it neither signs nor compresses.

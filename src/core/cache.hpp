@@ -152,6 +152,7 @@ class Cache final : public MemoStore {
 
   std::string uri_;
   bool is_default_ = false;          // opened without a URI: the default cache
+  CreateModes modes_;                // what the store creates files with (shared: group bits)
   std::optional<uint64_t> uri_cap_;  // ?max_size=
   CacheOptions options_;
   BackendEvents events_;

@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sys/file.h>
+#include <sys/stat.h>
 
 #include <cerrno>
 #include <chrono>
@@ -12,17 +13,19 @@
 namespace progcache {
 
 CompileCoordinator::ProcessLock::ProcessLock(const std::string &dir, const Key &key,
-                                             uint32_t timeout_ms) {
+                                             uint32_t timeout_ms, CreateModes modes) {
   if (dir.empty()) return;
   try {
-    make_dirs(dir);
+    make_dirs(dir, modes.dir);
   } catch (const Error &) {
     return;  // read-only cache: no cross-process coordination, compile anyway
   }
   const unsigned stripe = (unsigned(key[0]) << 8 | key[1]) % kStripes;
   const std::string path = dir + "/" + std::to_string(stripe) + ".lock";
-  fd_ = Fd(::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600));
+  fd_ = Fd(::open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, modes.file));
   if (!fd_) return;
+  if (struct stat st; ::fstat(fd_.get(), &st) == 0 && st.st_size == 0)
+    set_created_mode(fd_.get(), modes.file);  // the umask may have narrowed a shared mode
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
   for (;;) {
     if (::flock(fd_.get(), LOCK_EX | LOCK_NB) == 0) {

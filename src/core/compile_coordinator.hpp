@@ -17,15 +17,17 @@ class CompileCoordinator {
  public:
   // lock_dir: where processes sharing the store take locks ("" = private to this process);
   // leases: the store's lease capability, or null. Neither is owned.
-  CompileCoordinator(std::string lock_dir, LeaseStore *leases)
-      : lock_dir_(std::move(lock_dir)), leases_(leases) {}
+  // modes: what the lock directory and files are created with (a shared cache's processes
+  // belong to several users).
+  CompileCoordinator(std::string lock_dir, LeaseStore *leases, CreateModes modes = {})
+      : lock_dir_(std::move(lock_dir)), leases_(leases), modes_(modes) {}
 
   // Held while this process compiles a key: one of kStripes files under the lock directory,
   // locked with flock. Not holding it after the timeout (or at all, for a read-only or private
   // store) is allowed: the caller then compiles itself.
   class ProcessLock {
    public:
-    ProcessLock(const std::string &dir, const Key &key, uint32_t timeout_ms);
+    ProcessLock(const std::string &dir, const Key &key, uint32_t timeout_ms, CreateModes modes);
     ~ProcessLock();
     ProcessLock(const ProcessLock &) = delete;
     ProcessLock &operator=(const ProcessLock &) = delete;
@@ -35,7 +37,7 @@ class CompileCoordinator {
     bool held_ = false;
   };
   [[nodiscard]] ProcessLock lock_processes(const Key &key, uint32_t timeout_ms) const {
-    return ProcessLock(lock_dir_, key, timeout_ms);
+    return ProcessLock(lock_dir_, key, timeout_ms, modes_);
   }
 
   // A lease on compiling key across machines, released when destroyed.
@@ -65,6 +67,7 @@ class CompileCoordinator {
  private:
   std::string lock_dir_;
   LeaseStore *leases_;
+  CreateModes modes_;
 };
 
 }  // namespace progcache

@@ -26,7 +26,22 @@ Fd::~Fd() {
   if (fd_ >= 0) ::close(fd_);
 }
 
-void make_dirs(const std::string &dir) {
+int make_dir_at(int dirfd, const char *name, mode_t mode) {
+  if (::mkdirat(dirfd, name, mode) != 0) return -1;
+  if ((mode & 0077) == 0) return 0;  // private: the umask cannot have narrowed it
+  const int fd = ::openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+  if (fd >= 0) {
+    (void)::fchmod(fd, mode);  // best effort: a narrower mode only keeps others out
+    ::close(fd);
+  }
+  return 0;
+}
+
+void set_created_mode(int fd, mode_t mode) {
+  if ((mode & 0077) != 0) (void)::fchmod(fd, mode);  // best effort, as above
+}
+
+void make_dirs(const std::string &dir, mode_t dir_mode) {
   if (dir.empty()) return;
   struct stat st;
   if (::stat(dir.c_str(), &st) == 0) {
@@ -36,8 +51,8 @@ void make_dirs(const std::string &dir) {
   }
   if (errno != ENOENT) throw_errno("cannot access cache directory '" + dir + "'");
   const std::string parent = parent_dir(dir);
-  if (parent != dir && parent != "." && parent != "/") make_dirs(parent);
-  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST)
+  if (parent != dir && parent != "." && parent != "/") make_dirs(parent, dir_mode);
+  if (make_dir_at(AT_FDCWD, dir.c_str(), dir_mode) != 0 && errno != EEXIST)
     throw_errno("cannot create cache directory '" + dir + "'");
 }
 

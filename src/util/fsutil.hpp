@@ -7,9 +7,23 @@
 
 namespace progcache {
 
-// Creates dir and its missing parents with mode 0700 (directories that exist are left as they
-// are). Throws Error with the OS message.
-void make_dirs(const std::string &dir);
+// The modes a cache creates its directories and files with: private (0700/0600) unless the
+// cache is shared (see create_modes in util/settings.hpp).
+struct CreateModes {
+  mode_t dir = 0700;
+  mode_t file = 0600;
+};
+
+// Creates dir and its missing parents with mode dir_mode, exactly (the process umask does not
+// narrow it); directories that exist are left as they are. Throws Error with the OS message.
+void make_dirs(const std::string &dir, mode_t dir_mode = 0700);
+
+// mkdirat(dirfd, name) with exactly mode. 0, or -1 with errno (EEXIST when it exists).
+int make_dir_at(int dirfd, const char *name, mode_t mode);
+
+// Gives a file this process just created exactly mode, which the process umask may have
+// narrowed (a shared cache's group bits). Nothing to do for the private 0600.
+void set_created_mode(int fd, mode_t mode);
 
 // The directory part of path ("." if none).
 std::string parent_dir(const std::string &path);

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "util/env.hpp"
+#include "util/error.hpp"
 #include "util/trust.hpp"
 #include "util/warning.hpp"
 
@@ -57,6 +58,9 @@ const std::vector<SettingSpec> &setting_specs() {
       {"secret_file", "PCACHE_SECRET_FILE", "a 0600 file whose bytes sign and verify entries"},
       {"allow_shared", "PCACHE_ALLOW_SHARED",
        "trust cache directories other users own or can write (a team cache)"},
+      {"umask", "PCACHE_UMASK",
+       "shared caches: the permission bits new files and directories are created without "
+       "(octal, default 007)"},
   };
   return specs;
 }
@@ -81,6 +85,22 @@ Setting lookup_setting(std::string_view key) {
   for (const std::string &path : config_file_paths())  // later files override earlier ones
     if (Setting s = read_file_setting(path, key); s.set()) found = std::move(s);
   return found;
+}
+
+CreateModes create_modes(bool shared) {
+  if (!shared) return {};
+  const Setting s = lookup_setting("umask");
+  unsigned mask = 007;
+  if (!s.value.empty()) {
+    if (s.value.size() > 4 || s.value.find_first_not_of("01234567") != std::string::npos)
+      throw Error(Status::invalid_arg, "umask '" + s.value + "' (" + s.source +
+                                           ") is not an octal mode such as 007 or 002");
+    mask = unsigned(std::stoul(s.value, nullptr, 8));
+    if (mask > 0777)
+      throw Error(Status::invalid_arg,
+                  "umask '" + s.value + "' (" + s.source + ") is larger than 777");
+  }
+  return {mode_t((0777 & ~mask) | 0700), mode_t((0666 & ~mask) | 0600)};
 }
 
 bool setting_is_true(const Setting &s) {

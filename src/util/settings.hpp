@@ -9,6 +9,8 @@
 #include <string_view>
 #include <vector>
 
+#include "util/fsutil.hpp"
+
 namespace progcache {
 
 struct SettingSpec {
@@ -36,5 +38,11 @@ std::vector<std::string> config_file_paths();
 
 // "1", "true", "yes", "on" (any case): a boolean setting that is on.
 bool setting_is_true(const Setting &s);
+
+// The modes a cache creates what it stores with. Private caches: 0700/0600. Shared ones
+// (allow_shared): 0777/0666 less the umask setting ($PCACHE_UMASK, umask in the config files;
+// default 007, so the group may read and write and others nothing), always with the owner's
+// bits. Throws Error(invalid_arg) for a umask that is not octal 0-777.
+CreateModes create_modes(bool shared);
 
 }  // namespace progcache
