@@ -283,6 +283,7 @@ pcache_status pcache_get_shared_stats(pcache *cache, pcache_shared_stats *stats)
     out.corrupt = pc.corrupt;
     out.uncacheable = pc.uncacheable;
     out.tier_errors = pc.tier_errors;
+    out.tier_timeouts = pc.tier_timeouts;
     std::memcpy(stats, &out, std::min<size_t>(stats->struct_size, sizeof out));
     return PCACHE_OK;
   });

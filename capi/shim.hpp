@@ -44,7 +44,7 @@ namespace progcache::shim {
 inline constexpr uint32_t kSlotOpen = 0x0b5e55ed, kSlotClosed = 0xdeadc105;
 // First (smallest) published sizes of the growable structs (docs/ABI.md).
 inline constexpr uint32_t kOptionsV1Size = 16, kStatsV1Size = 72, kProgramV1Size = 112,
-                          kSharedStatsV1Size = 64;
+                          kSharedStatsV1Size = 72;
 
 // A fresh slot (from the free list when one is there), and back to the free list (with the tier
 // handles it lent, which close with it).

@@ -1,8 +1,12 @@
 // The counters every process shares (pcache_get_shared_stats): what they count, that they add
 // up across handles, and that the file-stream stats file keeps them compatibly.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <progcache/progcache.h>
 #include <sqlite3.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <cstring>
 #include <fstream>
@@ -89,11 +93,12 @@ TEST_F(SharedStats, DamageAndUncacheableCompilesAreSharedAcrossHandles) {
   }
 }
 
-// A tiered stack whose remote tier is down records the failures in the tier that answered.
+// A tiered stack whose remote tier is down records the failures in the tier that answered, and
+// tells the ones where the remote tier did not answer in time from the others.
 TEST_F(SharedStats, TierErrorsAreRecordedInTheTiersThatAnswer) {
   const std::string local = "sqlite:" + dir_ + "/local.db";
   {
-    // A port nothing listens on: every call on the Redis tier fails (and then backs off).
+    // A port nothing listens on: every call on the Redis tier fails at once (refused).
     Handle stack("tiered:" + local + "|redis://127.0.0.1:1/0?timeout_ms=200&backoff_ms=0");
     ASSERT_NE(stack.get(), nullptr);
     std::string got;
@@ -104,8 +109,31 @@ TEST_F(SharedStats, TierErrorsAreRecordedInTheTiersThatAnswer) {
     s.struct_size = sizeof s;
     EXPECT_EQ(pcache_get_shared_stats(stack, &s), PCACHE_ERR_UNSUPPORTED);
   }
+  {
+    Handle tier(local);
+    EXPECT_GE(shared(tier).tier_errors, 2);
+    EXPECT_EQ(shared(tier).tier_timeouts, 0) << "a refused connection is no timeout";
+  }
+  // A server that accepts connections and never answers: every call times out.
+  const int silent = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(silent, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  ASSERT_EQ(::bind(silent, reinterpret_cast<sockaddr *>(&addr), sizeof addr), 0);
+  ASSERT_EQ(::listen(silent, 16), 0);
+  ASSERT_EQ(::getsockname(silent, reinterpret_cast<sockaddr *>(&addr), &len), 0);
+  {
+    Handle stack("tiered:" + local + "|redis://127.0.0.1:" + std::to_string(ntohs(addr.sin_port)) +
+                 "/0?timeout_ms=100&backoff_ms=0");
+    std::string got;
+    EXPECT_EQ(stack.get("b", &got), PCACHE_NOT_FOUND);
+  }
+  ::close(silent);
   Handle tier(local);
-  EXPECT_GE(shared(tier).tier_errors, 2);
+  EXPECT_GE(shared(tier).tier_timeouts, 1);
+  EXPECT_GE(shared(tier).tier_errors, 3);
 }
 
 // The counters added in 0.4 live in their own checksummed block after the ones 0.3 wrote: a
@@ -121,7 +149,7 @@ TEST_F(SharedStats, FileStreamStatsFileStaysCompatible) {
     ASSERT_EQ(h.get("nope", &got), PCACHE_NOT_FOUND);
   }
   std::string stats = testutil::read_file(fs + "/stats");
-  ASSERT_EQ(stats.size(), 14u * 8) << "9 words as 0.3 wrote them, then the 5-word block";
+  ASSERT_EQ(stats.size(), 15u * 8) << "9 words as 0.3 wrote them, then the 6-word block";
   std::string old_format = stats.substr(0, 9 * 8);
   testutil::write_file(fs + "/stats", old_format);
   {
@@ -140,7 +168,7 @@ TEST_F(SharedStats, FileStreamStatsFileStaysCompatible) {
     ASSERT_EQ(h.get("e", &got), PCACHE_OK);
   }
   stats = testutil::read_file(fs + "/stats");
-  ASSERT_EQ(stats.size(), 14u * 8);
+  ASSERT_EQ(stats.size(), 15u * 8);
   stats[11 * 8] ^= 1;  // the uncacheable counter, under the block's checksum
   testutil::write_file(fs + "/stats", stats);
   Handle h(uri);

@@ -367,6 +367,7 @@ typedef struct pcache_shared_stats {
   int64_t uncacheable;      /* compiles not stored (an uncacheable program, a failed store) */
   int64_t tier_errors;      /* tiered caches: calls on a tier that failed (a remote tier down or
                                slow, a local one busy), recorded in the tiers that answered */
+  int64_t tier_timeouts;    /* ...of which a remote tier did not answer within its timeout_ms */
   /* later versions append int64_t fields here */
 } pcache_shared_stats;
 
@@ -377,7 +378,7 @@ typedef struct pcache_shared_stats {
  * tiered cache, each tier keeps its own: open a tier by its own URI (or see
  * pcache_admin_tier()); the tiered handle itself answers PCACHE_ERR_UNSUPPORTED.
  * Returns PCACHE_OK; PCACHE_ERR_INVALID_ARG (NULL or closed handle, NULL stats, struct_size
- * smaller than 64, the first version of the struct); PCACHE_ERR_UNSUPPORTED (a tiered handle);
+ * smaller than 72, the first version of the struct); PCACHE_ERR_UNSUPPORTED (a tiered handle);
  * PCACHE_ERR_IO, PCACHE_ERR_BUSY, PCACHE_ERR_REMOTE (the storage cannot be read).
  * Thread safety: safe concurrently with any operation on the handle.
  * Since 0.4 (symbol version PCACHE_1.1).

@@ -21,8 +21,9 @@ namespace progcache {
 struct BackendEvents {
   std::atomic<uint64_t> evictions{0};
   std::atomic<uint64_t> corrupt{0};
-  std::atomic<uint64_t> tier_errors{0};  // tiered: calls on a tier that failed and were skipped
-  std::atomic<uint64_t> tier_skips{0};   // tiered: calls not made to a tier in back-off
+  std::atomic<uint64_t> tier_errors{0};    // tiered: calls on a tier that failed and were skipped
+  std::atomic<uint64_t> tier_timeouts{0};  // ...of which the tier did not answer in time
+  std::atomic<uint64_t> tier_skips{0};     // tiered: calls not made to a tier in back-off
 };
 
 struct BackendConfig {
@@ -37,8 +38,9 @@ struct PersistentCounters {
   int64_t hits = 0, misses = 0, evictions = 0, compile_us_saved = 0;
   // Since 0.4: damaged records found and removed, compiles not stored (uncacheable programs,
   // failed stores), and calls on a tier of a tiered stack that failed (an unreachable or slow
-  // remote tier, a busy local one; recorded in the stack's other tiers).
-  int64_t corrupt = 0, uncacheable = 0, tier_errors = 0;
+  // remote tier, a busy local one; recorded in the stack's other tiers), and of those, the ones
+  // where a remote tier did not answer within its timeout.
+  int64_t corrupt = 0, uncacheable = 0, tier_errors = 0, tier_timeouts = 0;
   // Every counter with the name stores keep it under: the one list the stores iterate.
   struct Field {
     const char *name;
@@ -50,7 +52,8 @@ struct PersistentCounters {
                                       {"compile_us_saved", &PersistentCounters::compile_us_saved},
                                       {"corrupt", &PersistentCounters::corrupt},
                                       {"uncacheable", &PersistentCounters::uncacheable},
-                                      {"tier_errors", &PersistentCounters::tier_errors}};
+                                      {"tier_errors", &PersistentCounters::tier_errors},
+                                      {"tier_timeouts", &PersistentCounters::tier_timeouts}};
   bool any() const {
     for (const Field &f : kFields)
       if (this->*f.value) return true;

@@ -34,10 +34,10 @@ constexpr int kStatsWords = 8;  // magic, count, size, 4 shared counters, checks
 // first kStatsWords words and ignore it.
 constexpr uint64_t kUpdateInProgress = 0x5441445055534650ull;  // "PFSUPDAT"
 // After the flag, the counters added in 0.4 in their own checksummed block: magic, corrupt,
-// uncacheable, tier_errors, checksum. Earlier versions neither read nor write it (it keeps what
-// the last newer writer left); a block that fails its check reads as zeros.
+// uncacheable, tier_errors, tier_timeouts, checksum. Earlier versions neither read nor write it (it
+// keeps what the last newer writer left); a block that fails its check reads as zeros.
 constexpr uint64_t kStatsExtMagic = 0x3354415453534650ull;  // "PFSSTAT3"
-constexpr int kStatsExtWords = 5;
+constexpr int kStatsExtWords = 6;
 constexpr int kStatsFileWords = kStatsWords + 1 + kStatsExtWords;
 
 // The shared counters as the stats file holds them (base block words 3-6, extension 10-12).
@@ -51,6 +51,7 @@ PersistentCounters counters_from(const uint64_t *buf, bool ext_valid) {
     c.corrupt = int64_t(buf[kStatsWords + 2]);
     c.uncacheable = int64_t(buf[kStatsWords + 3]);
     c.tier_errors = int64_t(buf[kStatsWords + 4]);
+    c.tier_timeouts = int64_t(buf[kStatsWords + 5]);
   }
   return c;
 }

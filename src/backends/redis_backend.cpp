@@ -122,12 +122,13 @@ class RedisBackend::Connection {
  private:
   [[noreturn]] void broken() {
     std::string why = c_->errstr;
-    if (c_->err == REDIS_ERR_IO && (errno == EAGAIN || errno == EWOULDBLOCK))
+    const bool timed_out = c_->err == REDIS_ERR_IO && (errno == EAGAIN || errno == EWOULDBLOCK);
+    if (timed_out)
       why = "no answer within timeout_ms=" + std::to_string(owner_->timeout_ms_);
     else if (c_->err == REDIS_ERR_EOF)
       why = "server closed the connection";
     redisFree(std::exchange(c_, nullptr));
-    throw Error(Status::remote, owner_->where_ + ": " + why);
+    throw Error(Status::remote, owner_->where_ + ": " + why, timed_out);
   }
   friend class RedisBackend;
   RedisBackend *owner_;
@@ -226,10 +227,11 @@ RedisBackend::Connection RedisBackend::acquire() {
   if (!c) throw std::bad_alloc();
   if (c->err) {
     std::string why = c->errstr;
-    if (c->err == REDIS_ERR_IO && (errno == EINPROGRESS || errno == ETIMEDOUT || errno == EAGAIN))
-      why = "cannot connect within timeout_ms=" + std::to_string(timeout_ms_);
+    const bool timed_out =
+        c->err == REDIS_ERR_IO && (errno == EINPROGRESS || errno == ETIMEDOUT || errno == EAGAIN);
+    if (timed_out) why = "cannot connect within timeout_ms=" + std::to_string(timeout_ms_);
     redisFree(c);
-    throw Error(Status::remote, where_ + ": " + why);
+    throw Error(Status::remote, where_ + ": " + why, timed_out);
   }
   redisSetTimeout(c, to_timeval(timeout_ms_));
   redisEnableKeepAlive(c);

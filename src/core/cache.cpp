@@ -347,12 +347,14 @@ void Cache::count_op() {
   }
 }
 
-std::array<Cache::Grown, 4> Cache::grown() {
+std::array<Cache::Grown, 5> Cache::grown() {
   return {
       {{events_.evictions.load(), &flushed_evictions_, &PersistentCounters::evictions},
        {corrupt_.load() + events_.corrupt.load(), &flushed_corrupt_, &PersistentCounters::corrupt},
        {uncacheable_.load(), &flushed_uncacheable_, &PersistentCounters::uncacheable},
-       {events_.tier_errors.load(), &flushed_tier_errors_, &PersistentCounters::tier_errors}}};
+       {events_.tier_errors.load(), &flushed_tier_errors_, &PersistentCounters::tier_errors},
+       {events_.tier_timeouts.load(), &flushed_tier_timeouts_,
+        &PersistentCounters::tier_timeouts}}};
 }
 
 void Cache::flush_counters() {
@@ -361,7 +363,7 @@ void Cache::flush_counters() {
   d.hits = int64_t(pending_hits_.exchange(0));
   d.misses = int64_t(pending_misses_.exchange(0));
   d.compile_us_saved = int64_t(pending_saved_us_.exchange(0));
-  const std::array<Grown, 4> grown_now = grown();
+  const std::array<Grown, 5> grown_now = grown();
   for (const Grown &g : grown_now) d.*g.field = int64_t(g.now - g.flushed->exchange(g.now));
   if (!d.any()) return;
   SharedCounters *shared = backend_->shared_counters();

@@ -174,9 +174,9 @@ class Cache final : public MemoStore {
     std::atomic<uint64_t> *flushed;
     int64_t PersistentCounters::*field;
   };
-  std::array<Grown, 4> grown();
+  std::array<Grown, 5> grown();
   std::atomic<uint64_t> flushed_evictions_{0}, flushed_corrupt_{0}, flushed_uncacheable_{0},
-      flushed_tier_errors_{0};
+      flushed_tier_errors_{0}, flushed_tier_timeouts_{0};
   std::atomic<uint64_t> hits_{0}, misses_{0}, puts_{0}, deletes_{0}, bytes_read_{0},
       bytes_written_{0}, corrupt_{0}, healed_{0}, uncacheable_{0};
 };

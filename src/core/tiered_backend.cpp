@@ -43,6 +43,7 @@ bool TieredBackend::available(Tier &tier) {
 void TieredBackend::failed(Tier &tier, const Error &e) {
   tier.errors.fetch_add(1, std::memory_order_relaxed);
   if (events_) events_->tier_errors.fetch_add(1, std::memory_order_relaxed);
+  if (events_ && e.timed_out()) events_->tier_timeouts.fetch_add(1, std::memory_order_relaxed);
   std::string note = "tier " + tier.cache->display_uri() + " skipped: " + e.what();
   if (tier.backoff_base_ms && e.status() == Status::remote) {
     const uint64_t n = tier.consecutive_failures.fetch_add(1, std::memory_order_relaxed);
@@ -190,6 +191,7 @@ void TieredBackend::add_counters(const PersistentCounters &delta) {
   forwarded.compile_us_saved = delta.compile_us_saved;
   forwarded.uncacheable = delta.uncacheable;
   forwarded.tier_errors = delta.tier_errors;
+  forwarded.tier_timeouts = delta.tier_timeouts;
   if (!forwarded.any()) return;
   for (auto &tier : tiers_)
     if (SharedCounters *shared = tier->cache->backend().shared_counters())

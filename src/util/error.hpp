@@ -29,11 +29,15 @@ enum class Status : int32_t {
 
 class Error : public std::runtime_error {
  public:
-  Error(Status status, const std::string &message) : std::runtime_error(message), status_(status) {}
+  // timed_out: the call gave up waiting for a remote store (counted apart from other failures).
+  Error(Status status, const std::string &message, bool timed_out = false)
+      : std::runtime_error(message), status_(status), timed_out_(timed_out) {}
   Status status() const noexcept { return status_; }
+  bool timed_out() const noexcept { return timed_out_; }
 
  private:
   Status status_;
+  bool timed_out_;
 };
 
 // Maps an errno value to the status a caller can act on.
