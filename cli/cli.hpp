@@ -134,6 +134,8 @@ class Progress {
   Progress(std::string what, uint64_t total);
   ~Progress();
   void update(uint64_t done, const std::string &detail = "");
+  // Erases the line, before the command prints its result (the destructor does it too).
+  void finish();
   Progress(const Progress &) = delete;
   Progress &operator=(const Progress &) = delete;
 

@@ -16,6 +16,7 @@ int cmd_export(Invocation &in) {
         static_cast<Progress *>(context)->update(p->entries, ", " + human_size(p->file_bytes));
       },
       &progress, &done));
+  progress.finish();
   std::fprintf(path == "-" ? stderr : stdout,
                "exported %llu entries (%s of payload) to %s: %s in %.2f s\n",
                (unsigned long long)done.entries, human_size(done.payload_bytes).c_str(),

@@ -22,6 +22,7 @@ int cmd_import(Invocation &in) {
                                                  ", " + std::to_string(p->entries) + " entries");
       },
       [](const char *reason, void *) { std::printf("rejected %s\n", reason); }, &progress, &done));
+  progress.finish();
   std::printf("imported %llu entries (%s) in %.2f s, %llu rejected\n",
               (unsigned long long)done.entries, human_size(done.payload_bytes).c_str(),
               seconds_since(t0), (unsigned long long)done.rejected);

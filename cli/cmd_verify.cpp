@@ -17,6 +17,7 @@ int cmd_verify(Invocation &in) {
     pcache_entry_free(entry);
     if (s == PCACHE_ERR_CORRUPT) {
       ++damaged;
+      progress.finish();  // the report takes the line; the next update redraws it
       std::printf("removed damaged entry %s: %s\n", show_key(e.key).c_str(),
                   library_message().c_str());
     } else if (check(s) == PCACHE_OK) {
@@ -24,6 +25,7 @@ int cmd_verify(Invocation &in) {
     }  // else removed by another process since the listing
     progress.update(++checked);
   }
+  progress.finish();
   std::printf("verified %zu entries in %.2f s: %zu good, %zu damaged and removed\n", checked,
               seconds_since(t0), good, damaged);
   return damaged ? 1 : 0;

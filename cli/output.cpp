@@ -185,7 +185,13 @@ Progress::Progress(std::string what, uint64_t total)
     : what_(std::move(what)), total_(total), on_terminal_(::isatty(STDERR_FILENO) == 1) {}
 
 Progress::~Progress() {
+  finish();
+}
+
+void Progress::finish() {
   if (drawn_) std::fprintf(stderr, "\r\033[K");  // the result line replaces the progress line
+  drawn_ = false;
+  std::fflush(stderr);
 }
 
 void Progress::update(uint64_t done, const std::string &detail) {

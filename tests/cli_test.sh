@@ -68,6 +68,12 @@ want="unknown command 'nope'" check "help of an unknown command exits 2" 2 "$pc"
 want='^progcache [0-9]+\.[0-9]+\.[0-9]+ \(library [0-9.]+\)$' check "--version" 0 "$pc" --version
 want='^\.TH PROGCACHE 1' check "help --man prints the manual" 0 "$pc" help --man
 want='^$' check "no line of help is wider than 80 columns" 0 bash -c "for c in '' \$('$pc' --help | awk '/^  [a-z]/{print \$1}'); do '$pc' \$c --help; done | awk 'length(\$0) > 80'"
+# On a terminal (script(1) provides one), long commands draw a progress line with a percentage,
+# then erase it for the result.
+if command -v script >/dev/null; then
+  for k in p1 p2 p3; do "$pc" --cache "sqlite:$work/progress.db" put "text:$k" "$kernel" >/dev/null; done
+  want='verify: [0-9]+/[0-9]+ \([0-9]+%\).*verified [0-9]+ entries' check "verify shows progress on a terminal" 0 bash -c "script -qec \"'$pc' --cache sqlite:$work/progress.db verify\" /dev/null | tr '\r' '\n' | tr -d '\n'"
+fi
 # Progress lines are for terminals: piped output holds the results only.
 want='^verified [0-9]+ entries' check "verify prints no progress line when not on a terminal" 0 bash -c "'$pc' verify 2>&1 | head -1"
 
