@@ -37,4 +37,11 @@ LD_LIBRARY_PATH=$(dirname "$(find "$root" -name 'libprogcache.so.1')") "$work/co
 resolved=$(ldd "$root/bin/progcache" | awk '/libprogcache/{print $3}')
 case "$resolved" in "$root"/*) ;; *) echo "progcache resolves libprogcache to '$resolved', not the package's"; exit 1 ;; esac
 "$root/bin/progcache" --cache memory: stats >/dev/null
-echo "package: 4 passed, 0 failed"
+# The Python package where Debian's python3 looks (/usr/lib/python3/dist-packages), working
+# against the packaged library.
+test -f "$root/lib/python3/dist-packages/progcache/__init__.py"
+test -f "$root/lib/python3/dist-packages/progcache/py.typed"
+env -i PATH=/usr/bin:/bin PYTHONPATH="$root/lib/python3/dist-packages" \
+  LD_LIBRARY_PATH="$(dirname "$(find "$root" -name 'libprogcache.so.1')")" \
+  python3 -c 'import progcache; c = progcache.Cache("memory:"); c[b"k"] = b"v"; assert c[b"k"] == b"v"'
+echo "package: 5 passed, 0 failed"

@@ -1,4 +1,5 @@
-"""Tests of bindings/python/progcache.py against the built library (PROGCACHE_LIBRARY)."""
+"""Tests of the progcache package (bindings/python/progcache) against the built library
+(PROGCACHE_LIBRARY)."""
 
 import os
 import tempfile
@@ -12,6 +13,20 @@ template <typename T> __global__ void scale(T *x, T a, int n) {
   if (i < n) x[i] *= a;
 }
 """
+
+
+class PackageTest(unittest.TestCase):
+    def test_version_is_the_librarys(self):
+        self.assertEqual(progcache.__version__, progcache.version())
+
+    def test_every_error_status_has_its_class(self):
+        # pcache_status_string names every status from -1 to -13; each maps to a subclass.
+        for status in range(-13, 0):
+            cls = progcache._ERRORS.get(status)
+            self.assertIsNotNone(cls, "no exception class for status %d" % status)
+            self.assertTrue(issubclass(cls, progcache.ProgcacheError))
+            self.assertEqual(cls.status, status)
+        self.assertTrue(issubclass(progcache.NoMemoryError, MemoryError))
 
 
 class MappingTest(unittest.TestCase):

@@ -8,8 +8,9 @@
         r = cache.compile(source, options=["-arch=sm_90"], name_expressions=["scale<float>"])
         r.data, r.from_cache, r.lowered_name("scale<float>")
 
-The library is found through $PROGCACHE_LIBRARY (a path), then the loader's search path
-(libprogcache.so.1). Like cuda.core's ProgramCacheResource there is deliberately no
+The library is found through $PROGCACHE_LIBRARY (a path), then the copy a wheel bundles beside
+this module (``pip install .`` builds one), then the loader's search path (libprogcache.so.1,
+as the Debian package or ``make install`` put it). Like cuda.core's ProgramCacheResource there is deliberately no
 ``__contains__``: ``if key in cache: cache[key]`` races with other processes; use ``get``.
 """
 
@@ -17,8 +18,10 @@ import ctypes
 import ctypes.util
 import os
 
+__version__ = "0.4.0"  # the release; tests/python checks it equals the library's version
+
 __all__ = [
-    "Cache", "Compiled", "ProgcacheError", "InvalidArgumentError", "CacheIOError",
+    "Cache", "Compiled", "ProgcacheError", "InvalidArgumentError", "NoMemoryError", "CacheIOError",
     "CorruptError", "UnsupportedError", "BusyError", "PermissionDeniedError", "TooLargeError",
     "CompileError", "CudaUnavailableError", "CudaError", "RemoteError", "InternalError",
     "make_key", "version", "KEY_SIZE",
@@ -41,6 +44,10 @@ class ProgcacheError(Exception):
 
 class InvalidArgumentError(ProgcacheError, ValueError):
     status = -1
+
+
+class NoMemoryError(ProgcacheError, MemoryError):
+    status = -2
 
 
 class CacheIOError(ProgcacheError, OSError):
@@ -91,7 +98,7 @@ class InternalError(ProgcacheError):
 
 
 _ERRORS = {cls.status: cls for cls in (
-    InvalidArgumentError, CacheIOError, CorruptError, UnsupportedError, BusyError,
+    InvalidArgumentError, NoMemoryError, CacheIOError, CorruptError, UnsupportedError, BusyError,
     PermissionDeniedError, TooLargeError, CompileError, CudaUnavailableError, CudaError,
     RemoteError, InternalError)}
 
@@ -137,7 +144,10 @@ class _Program(ctypes.Structure):
 
 def _load_library():
     path = os.environ.get("PROGCACHE_LIBRARY")
-    candidates = [path] if path else ["libprogcache.so.1", ctypes.util.find_library("progcache")]
+    bundled = os.path.join(os.path.dirname(os.path.abspath(__file__)), "libprogcache.so.1")
+    candidates = [path] if path else [
+        bundled if os.path.exists(bundled) else None,
+        "libprogcache.so.1", ctypes.util.find_library("progcache")]
     errors = []
     for candidate in candidates:
         if not candidate:
