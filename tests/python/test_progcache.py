@@ -28,6 +28,21 @@ class PackageTest(unittest.TestCase):
             self.assertEqual(cls.status, status)
         self.assertTrue(issubclass(progcache.NoMemoryError, MemoryError))
 
+    def test_bad_arguments_are_value_errors_and_repr_hides_passwords(self):
+        with self.assertRaises(ValueError):
+            progcache.Cache("memory:", max_size_bytes=-1)
+        with self.assertRaises(TypeError):
+            progcache.Cache("memory:", max_size_bytes="4G")
+        with progcache.Cache("memory:") as c:
+            with self.assertRaises(ValueError):
+                c.compile(KERNEL, target="sass")
+            self.assertEqual(repr(c), "<progcache.Cache memory:, open>")
+        self.assertEqual(repr(c), "<progcache.Cache memory:, closed>")
+        # A tier is not contacted at open, so this opens without a server.
+        with progcache.Cache("tiered:memory:|redis://:hunter2@127.0.0.1:1/0?timeout_ms=50") as t:
+            self.assertNotIn("hunter2", repr(t))
+            self.assertIn("redis://***@127.0.0.1:1/0", repr(t))
+
 
 class MappingTest(unittest.TestCase):
     def setUp(self):

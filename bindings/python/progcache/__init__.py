@@ -17,6 +17,7 @@ as the Debian package or ``make install`` put it). Like cuda.core's ProgramCache
 import ctypes
 import ctypes.util
 import os
+import re
 
 __version__ = "0.4.0"  # the release; tests/python checks it equals the library's version
 
@@ -251,6 +252,10 @@ def _program(source, name, options, target, code_type, name_expressions, headers
     keep = []
     prog = _Program()
     prog.struct_size = ctypes.sizeof(_Program)
+    if code_type not in _CODE_TYPES:
+        raise ValueError("code_type must be one of %s, not %r" % (sorted(_CODE_TYPES), code_type))
+    if target not in _TARGETS:
+        raise ValueError("target must be one of %s, not %r" % (sorted(_TARGETS), target))
     prog.code_type = _CODE_TYPES[code_type]
     prog.target = _TARGETS[target]
     prog.name = name.encode("utf-8")
@@ -286,7 +291,14 @@ def _compile(cache_handle, source, name, options, target, name_expressions, head
         err.log = result.log
         raise err
     _check(status)
-    return Compiled(handle)
+    result = Compiled(handle)
+    result.target = target
+    result.symbol_mapping = {}
+    for expression in name_expressions:
+        lowered = result.lowered_name(expression)
+        if lowered is not None:
+            result.symbol_mapping[expression] = lowered
+    return result
 
 
 def compile_uncached(source, *, name="default_program", options=(), target="cubin",
@@ -308,7 +320,11 @@ def make_key(source, *, name="default_program", options=(), target="cubin", code
 
 class Compiled:
     """The result of Cache.compile(): ``data`` (bytes), ``from_cache``, ``log``, ``key``,
-    ``nvrtc_version``, ``compile_us``, ``elapsed_us`` and ``lowered_name(expression)``."""
+    ``nvrtc_version``, ``compile_us``, ``elapsed_us``, ``target``, ``lowered_name(expression)``
+    and ``symbol_mapping`` (name expression -> lowered name, kept on a cache hit too)."""
+
+    target = "cubin"
+    symbol_mapping = {}
 
     def __init__(self, handle):
         self._handle = handle
@@ -329,6 +345,18 @@ class Compiled:
         name = _lib.pcache_compiled_lowered_name(self._handle, expression.encode("utf-8"))
         return name.decode() if name is not None else None
 
+    def to_object_code(self):
+        """This binary as a cuda.core ObjectCode with its symbol_mapping filled, so that
+        get_kernel(name_expression) works on a cache hit (cuda.core's own caches lose it).
+        Needs cuda.core (see progcache.cuda_core)."""
+        from progcache.cuda_core import object_code
+
+        return object_code(self)
+
+    def __repr__(self):
+        return "<progcache.Compiled %s, %d bytes, %s>" % (
+            self.target, len(self.data), "from the cache" if self.from_cache else "compiled")
+
     def close(self):
         if self._handle is not None:
             _lib.pcache_compiled_free(self._handle)
@@ -348,6 +376,12 @@ class Cache:
     """
 
     def __init__(self, uri=None, max_size_bytes=0):
+        if not isinstance(max_size_bytes, int) or isinstance(max_size_bytes, bool):
+            raise TypeError("max_size_bytes must be an int")
+        if max_size_bytes < 0:
+            raise ValueError("max_size_bytes must be >= 0")
+        # For repr: the URI without its user and password.
+        self._uri = re.sub(r"//[^/@]*@", "//***@", uri) if uri else "the default cache"
         options = _Options()
         _check(_lib.pcache_options_init(ctypes.byref(options), ctypes.sizeof(_Options)))
         if max_size_bytes:
@@ -460,6 +494,10 @@ class Cache:
 
     def __exit__(self, *exc):
         self.close()
+
+    def __repr__(self):
+        state = "closed" if getattr(self, "_handle", None) is None else "open"
+        return "<progcache.Cache %s, %s>" % (self._uri, state)
 
     def __del__(self):
         self.close()
