@@ -164,8 +164,8 @@ std::string manual_page() {
       ".SH FILES\n" + roff(kFiles) + "\n.SH EXIT STATUS\n" + roff(kExitStatus) + "\n.SH EXAMPLES\n";
   for (const auto &[command, what] : kExamples)
     m += ".TP\n.B " + roff(command) + "\n" + roff(what) + "\n";
-  m += ".SH SEE ALSO\nThe documentation in /usr/share/doc/progcache and the header "
-       "progcache/progcache.h.\n";
+  m += ".SH SEE ALSO\nThe C header progcache/progcache.h (package libprogcache\\-dev), and the "
+       "docs/ folder of the progcache sources: admin.md, cli.md, backends.md, security.md.\n";
   return m;
 }
 

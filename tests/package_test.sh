@@ -7,8 +7,8 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/pcache-deb-XXXXXX")
 trap 'rm -rf "$work"' EXIT
 (cd "$build" && cpack -G DEB -B "$work/debs" >/dev/null)
 debs=("$work"/debs/*.deb)
-[ ${#debs[@]} -eq 3 ] || { echo "expected 3 packages, got: ${debs[*]}"; exit 1; }
-for name in libprogcache1 libprogcache-dev progcache; do
+[ ${#debs[@]} -eq 4 ] || { echo "expected 4 packages, got: ${debs[*]}"; exit 1; }
+for name in libprogcache1 libprogcache-dev progcache python3-progcache; do
   deb=$(ls "$work"/debs/${name}_*.deb)
   [ "$(dpkg-deb -f "$deb" Package)" = "$name" ]
   dpkg-deb -x "$deb" "$work/root"
@@ -27,7 +27,7 @@ grep -q 'libprogcache1 (= ' <<<"$dev_deps"
 root=$work/root/usr
 test -f "$root/include/progcache/progcache.h"
 test -x "$root/bin/progcache"
-test -f "$root/share/man/man1/progcache.1"
+test -f "$root/share/man/man1/progcache.1.gz"
 pc=$(dirname "$(find "$root" -name progcache.pc)")
 export PKG_CONFIG_PATH=$pc
 cc -std=c99 -Wall -Werror "$src/tests/consumers/pkgconfig_c/main.c" $(pkg-config --cflags --libs progcache) -o "$work/consumer"
@@ -44,4 +44,19 @@ test -f "$root/lib/python3/dist-packages/progcache/py.typed"
 env -i PATH=/usr/bin:/bin PYTHONPATH="$root/lib/python3/dist-packages" \
   LD_LIBRARY_PATH="$(dirname "$(find "$root" -name 'libprogcache.so.1')")" \
   python3 -c 'import progcache; c = progcache.Cache("memory:"); c[b"k"] = b"v"; assert c[b"k"] == b"v"'
-echo "package: 5 passed, 0 failed"
+# Multiarch library directory and Multi-Arch: same; a copyright and changelog in every package.
+ls "$root"/lib/*-linux-gnu/libprogcache.so.1 >/dev/null
+[ "$(dpkg-deb -f "$lib" Multi-Arch)" = same ]
+for deb in "${debs[@]}"; do
+  name=$(dpkg-deb -f "$deb" Package)
+  test -f "$work/root/usr/share/doc/$name/copyright" && test -f "$work/root/usr/share/doc/$name/changelog.gz"
+done
+# lintian (scripts/deps installs it): no error or warning; overrides carry their reasons.
+if command -v lintian >/dev/null; then
+  report=$(lintian --tag-display-limit 0 "${debs[@]}" 2>&1 | grep -E '^[EW]: ' || true)
+  if [ -n "$report" ]; then echo "lintian:"; echo "$report"; exit 1; fi
+  echo "lintian: no errors or warnings"
+elif [ "${CI:-}" = true ]; then
+  echo "lintian is not installed (scripts/deps installs it)"; exit 1
+fi
+echo "package: 7 passed, 0 failed"

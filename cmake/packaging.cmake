@@ -1,0 +1,104 @@
+# Debian packages, lintian-clean (scripts/package builds them with prefix /usr and runs lintian):
+#   libprogcache1      the library (multiarch, Multi-Arch: same, an ldconfig trigger)
+#   libprogcache-dev   header, CMake package, pkg-config file, the .so link, the Fortran module
+#   progcache          the command and its manual
+#   python3-progcache  the Python package, in /usr/lib/python3/dist-packages
+# Each carries /usr/share/doc/<package>/copyright (DEP-5) and changelog.gz (native package).
+# CUDA is not a dependency: NVRTC and the driver are loaded at run time.
+
+set(PCACHE_PACKAGE_CONTACT "progcache maintainers <progcache@example.org>"
+    CACHE STRING "Maintainer of the Debian packages")
+
+# Compressed manual page and changelog (lintian: uncompressed-manual-page, no-changelog);
+# gzip -n, so the packages are reproducible.
+set(PCACHE_DEB_DIR ${CMAKE_CURRENT_BINARY_DIR}/deb)
+add_custom_command(OUTPUT ${PCACHE_DEB_DIR}/progcache.1.gz ${PCACHE_DEB_DIR}/changelog.gz
+  COMMAND ${CMAKE_COMMAND} -E make_directory ${PCACHE_DEB_DIR}
+  COMMAND gzip -9nc ${CMAKE_CURRENT_SOURCE_DIR}/docs/progcache.1 > ${PCACHE_DEB_DIR}/progcache.1.gz
+  COMMAND gzip -9nc ${CMAKE_CURRENT_SOURCE_DIR}/packaging/debian/changelog > ${PCACHE_DEB_DIR}/changelog.gz
+  DEPENDS docs/progcache.1 packaging/debian/changelog VERBATIM)
+add_custom_target(progcache_deb_docs ALL DEPENDS ${PCACHE_DEB_DIR}/progcache.1.gz
+                                                 ${PCACHE_DEB_DIR}/changelog.gz)
+install(FILES ${PCACHE_DEB_DIR}/progcache.1.gz DESTINATION ${CMAKE_INSTALL_MANDIR}/man1
+        COMPONENT bin)
+
+foreach(pair lib:libprogcache${PCACHE_SOVERSION} dev:libprogcache-dev bin:progcache
+        python:python3-progcache)
+  string(REPLACE ":" ";" pair "${pair}")
+  list(GET pair 0 component)
+  list(GET pair 1 package)
+  install(FILES packaging/debian/copyright ${PCACHE_DEB_DIR}/changelog.gz
+          DESTINATION ${CMAKE_INSTALL_DATADIR}/doc/${package} COMPONENT ${component})
+endforeach()
+
+set(CPACK_GENERATOR DEB)
+set(CPACK_PACKAGE_NAME progcache)
+set(CPACK_PACKAGE_VENDOR "progcache")
+set(CPACK_PACKAGE_CONTACT "${PCACHE_PACKAGE_CONTACT}")
+# CPack puts this summary above every package's description unless it is CPack's default; each
+# package's first description line is its own synopsis.
+set(CPACK_PACKAGE_DESCRIPTION_SUMMARY "${CMAKE_PROJECT_NAME} built using CMake")
+set(CPACK_PACKAGING_INSTALL_PREFIX /usr)
+set(CPACK_STRIP_FILES ON)
+set(CPACK_DEB_COMPONENT_INSTALL ON)
+set(CPACK_COMPONENTS_ALL lib dev bin python)
+set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)
+set(CPACK_DEBIAN_PACKAGE_SECTION libs)
+set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)
+set(CPACK_DEBIAN_PACKAGE_GENERATE_SHLIBS ON)
+set(CPACK_DEBIAN_PACKAGE_GENERATE_SHLIBS_POLICY ">=")
+# The progcache command links libprogcache.so.1, which the build tree holds (dpkg-shlibdeps -l).
+set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS_PRIVATE_DIRS ${CMAKE_BINARY_DIR})
+
+set(CPACK_DEBIAN_LIB_PACKAGE_NAME libprogcache${PCACHE_SOVERSION})
+# Multi-Arch: same (CMake 3.25's CPack cannot say it; this script adds it to the built package).
+set(CPACK_POST_BUILD_SCRIPTS ${CMAKE_CURRENT_SOURCE_DIR}/packaging/debian/multiarch.cmake)
+# ldconfig by trigger, not by maintainer scripts (lintian: maintscript-calls-ldconfig); the
+# scripts given here only keep CPack from writing its own.
+set(CPACK_DEBIAN_LIB_PACKAGE_CONTROL_EXTRA ${CMAKE_CURRENT_SOURCE_DIR}/packaging/debian/triggers
+    ${CMAKE_CURRENT_SOURCE_DIR}/packaging/debian/postinst
+    ${CMAKE_CURRENT_SOURCE_DIR}/packaging/debian/postrm)
+set(CPACK_DEBIAN_LIB_PACKAGE_CONTROL_STRICT_PERMISSION ON)
+install(FILES packaging/debian/libprogcache.lintian-overrides
+        DESTINATION ${CMAKE_INSTALL_DATADIR}/lintian/overrides
+        RENAME libprogcache${PCACHE_SOVERSION} COMPONENT lib)
+
+set(CPACK_DEBIAN_DEV_PACKAGE_NAME libprogcache-dev)
+set(CPACK_DEBIAN_DEV_PACKAGE_SECTION libdevel)
+set(CPACK_DEBIAN_DEV_PACKAGE_DEPENDS "libprogcache${PCACHE_SOVERSION} (= ${PROJECT_VERSION})")
+
+set(CPACK_DEBIAN_BIN_PACKAGE_NAME progcache)
+set(CPACK_DEBIAN_BIN_PACKAGE_SECTION devel)
+set(CPACK_DEBIAN_BIN_PACKAGE_DEPENDS "libprogcache${PCACHE_SOVERSION} (= ${PROJECT_VERSION})")
+
+set(CPACK_DEBIAN_PYTHON_PACKAGE_NAME python3-progcache)
+set(CPACK_DEBIAN_PYTHON_PACKAGE_SECTION python)
+set(CPACK_DEBIAN_PYTHON_PACKAGE_ARCHITECTURE all)
+set(CPACK_DEBIAN_PYTHON_PACKAGE_SHLIBDEPS OFF)
+set(CPACK_DEBIAN_PYTHON_PACKAGE_DEPENDS
+    "python3:any, libprogcache${PCACHE_SOVERSION} (>= ${PROJECT_VERSION})")
+
+# Summary line, then the extended description (lines under 80 columns).
+set(CPACK_COMPONENT_LIB_DESCRIPTION "cache for compiled CUDA programs (shared library)
+progcache derives a key from everything that decides what NVRTC produces,
+returns the cubin, PTX or LTO-IR from its cache in microseconds, or compiles
+once and stores the result. SQLite, file-stream, in-memory and Redis storage.
+
+This package holds the shared library. NVRTC and the CUDA driver are loaded
+at run time: it loads and caches on machines without a GPU.")
+set(CPACK_COMPONENT_DEV_DESCRIPTION "cache for compiled CUDA programs (development files)
+progcache caches NVRTC compiles of CUDA programs behind a stable C ABI.
+
+This package holds the C header, the CMake package, the pkg-config file, the
+linker name of the library and the Fortran module source.")
+set(CPACK_COMPONENT_BIN_DESCRIPTION "cache for compiled CUDA programs (command-line tool)
+progcache caches NVRTC compiles of CUDA programs behind a stable C ABI.
+
+This package holds the progcache command: compile through the cache, explain
+a miss, statistics, verify, prune, export and import, and its manual page.")
+set(CPACK_COMPONENT_PYTHON_DESCRIPTION "cache for compiled CUDA programs (Python 3 module)
+progcache caches NVRTC compiles of CUDA programs behind a stable C ABI.
+
+This package holds the Python 3 module (ctypes over the shared library),
+including a program cache for cuda.core.")
+include(CPack)
