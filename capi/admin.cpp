@@ -45,12 +45,6 @@ struct FieldArrays {
   }
 };
 
-void check_struct_size(uint32_t given, size_t needed, const char *what) {
-  if (given < needed)
-    throw invalid(std::string(what) + "->struct_size " + std::to_string(given) +
-                  " is smaller than this release's (" + std::to_string(needed) + ")");
-}
-
 pcache_transfer to_transfer(const progcache::BundleProgress &p) {
   return pcache_transfer{p.entries, p.bytes, p.rejected, p.file_bytes};
 }
@@ -89,8 +83,7 @@ extern "C" {
 pcache_status pcache_admin_info_get(pcache *cache, pcache_admin_info *info) {
   return guarded(__func__, [&] {
     progcache::Cache &c = need_cache(cache);
-    if (!info) throw invalid("info is NULL");
-    check_struct_size(info->struct_size, sizeof(pcache_admin_info), "info");
+    need_output_struct(info, uint32_t(sizeof(pcache_admin_info)), "pcache_admin_info");
     const progcache::Cache::ConfiguredCap cap = c.configured_cap();
     std::lock_guard lock(cache->lazy_mutex);
     if (cache->display_uri.empty()) {
@@ -99,7 +92,6 @@ pcache_status pcache_admin_info_get(pcache *cache, pcache_admin_info *info) {
     }
     cache->max_size_source = cap.source;
     pcache_admin_info out{};
-    out.struct_size = info->struct_size;
     out.tier_count = uint32_t(c.tiers().size());
     out.uri = cache->display_uri.c_str();
     out.scheme = cache->scheme.c_str();
@@ -107,7 +99,7 @@ pcache_status pcache_admin_info_get(pcache *cache, pcache_admin_info *info) {
     out.max_payload_size = c.max_payload_size();
     out.configured_max_size = cap.bytes;
     out.max_size_source = cache->max_size_source.c_str();
-    std::memcpy(info, &out, sizeof out);
+    copy_known_prefix(info, out);
     return PCACHE_OK;
   });
 }

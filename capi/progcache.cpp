@@ -234,12 +234,8 @@ pcache_status pcache_clear(pcache *cache) {
 namespace {
 
 void copy_stats(const progcache::CacheStats &s, pcache_stats *stats) {
-  if (!stats) throw invalid("stats is NULL");
-  if (stats->struct_size < kStatsV1Size)
-    throw invalid("stats->struct_size " + std::to_string(stats->struct_size) +
-                  " is too small (set it to sizeof(pcache_stats))");
+  need_output_struct(stats, kStatsV1Size, "pcache_stats");
   pcache_stats out{};
-  out.struct_size = stats->struct_size;
   out.hits = s.hits;
   out.misses = s.misses;
   out.puts = s.puts;
@@ -252,7 +248,7 @@ void copy_stats(const progcache::CacheStats &s, pcache_stats *stats) {
   out.tier_errors = s.tier_errors;
   out.tier_skips = s.tier_skips;
   out.uncacheable = s.uncacheable;
-  std::memcpy(stats, &out, std::min<size_t>(stats->struct_size, sizeof out));
+  copy_known_prefix(stats, out);
 }
 
 }  // namespace
@@ -269,13 +265,9 @@ pcache_status pcache_get_stats(pcache *cache, pcache_stats *stats) {
 pcache_status pcache_get_shared_stats(pcache *cache, pcache_shared_stats *stats) {
   return guarded(__func__, [&] {
     progcache::Cache &c = need_counters(cache);
-    if (!stats) throw invalid("stats is NULL");
-    if (stats->struct_size < kSharedStatsV1Size)
-      throw invalid("stats->struct_size " + std::to_string(stats->struct_size) +
-                    " is too small (set it to sizeof(pcache_shared_stats))");
+    need_output_struct(stats, kSharedStatsV1Size, "pcache_shared_stats");
     const progcache::PersistentCounters pc = c.persistent_counters();
     pcache_shared_stats out{};
-    out.struct_size = stats->struct_size;
     out.hits = pc.hits;
     out.misses = pc.misses;
     out.evictions = pc.evictions;
@@ -284,7 +276,7 @@ pcache_status pcache_get_shared_stats(pcache *cache, pcache_shared_stats *stats)
     out.uncacheable = pc.uncacheable;
     out.tier_errors = pc.tier_errors;
     out.tier_timeouts = pc.tier_timeouts;
-    std::memcpy(stats, &out, std::min<size_t>(stats->struct_size, sizeof out));
+    copy_known_prefix(stats, out);
     return PCACHE_OK;
   });
 }

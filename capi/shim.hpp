@@ -5,6 +5,7 @@
 
 #define PCACHE_BUILDING_LIBRARY 1
 #define PCACHE_ADMIN_UNSTABLE 1
+#include <algorithm>
 #include <atomic>
 #include <cstring>
 #include <memory>
@@ -88,6 +89,23 @@ void init_struct(T *s, uint32_t struct_size, uint32_t v1_size, const char *what)
                   " (" + std::to_string(v1_size) + ")");
   std::memset(static_cast<void *>(s), 0, struct_size);  // a newer caller's tail is zeroed
   s->struct_size = struct_size;
+}
+
+// An output struct the caller sized: not NULL, and at least its first published size.
+template <typename T>
+void need_output_struct(const T *s, uint32_t v1_size, const char *type) {
+  if (!s) throw invalid(std::string(type) + " is NULL");
+  if (s->struct_size < v1_size)
+    throw invalid(std::string(type) + "->struct_size " + std::to_string(s->struct_size) +
+                  " is too small (set it to sizeof(" + type + "))");
+}
+
+// Writes out into the first dst->struct_size bytes of *dst (a newer caller's tail is left, an
+// older caller's smaller struct gets what it has room for).
+template <typename T>
+void copy_known_prefix(T *dst, T out) {
+  out.struct_size = dst->struct_size;
+  std::memcpy(static_cast<void *>(dst), &out, std::min<size_t>(dst->struct_size, sizeof out));
 }
 
 // The open cache behind a handle; throws invalid_arg for NULL, closed or invalid handles.
