@@ -16,6 +16,15 @@ template <typename T> __global__ void scale(T *x, T a, int n) {
 
 
 class PackageTest(unittest.TestCase):
+    def test_the_type_stub_declares_what_the_module_exports(self):
+        import ast
+        stub = os.path.join(os.path.dirname(progcache.__file__), "__init__.pyi")
+        tree = ast.parse(open(stub).read())
+        declared = {n.name for n in tree.body if isinstance(n, (ast.ClassDef, ast.FunctionDef))}
+        declared |= {t.id for n in tree.body if isinstance(n, ast.AnnAssign) for t in [n.target]}
+        missing = [name for name in progcache.__all__ if name not in declared]
+        self.assertEqual(missing, [], "in __all__ but not in __init__.pyi")
+
     def test_version_is_the_librarys(self):
         self.assertEqual(progcache.__version__, progcache.version())
 
