@@ -35,6 +35,25 @@ module progcache
     integer(c_int32_t) :: reserved
     integer(c_int64_t) :: hits, misses, puts, deletes, evictions, bytes_read, bytes_written, &
       corrupt, healed, tier_errors, tier_skips
+    integer(c_int64_t) :: uncacheable  ! since 0.4
+  end type
+
+  !> The counters every process using a cache shares (pcache_get_shared_stats, since 0.4).
+  type, bind(C) :: pcache_shared_stats
+    integer(c_int32_t) :: struct_size
+    integer(c_int32_t) :: reserved
+    integer(c_int64_t) :: hits, misses, evictions, compile_us_saved, corrupt, uncacheable, &
+      tier_errors, tier_timeouts
+  end type
+
+  !> A name expression and its lowered (mangled) symbol, as pcache_compile_f returns them.
+  type :: pcache_lowered
+    character(len=:), allocatable :: expression, symbol
+  end type
+
+  ! A NUL-terminated copy of a Fortran string, for the pointer arrays pcache_program takes.
+  type :: pcache_cstring
+    character(kind=c_char, len=:), allocatable :: s
   end type
 
   type, bind(C) :: pcache_view
@@ -63,6 +82,24 @@ module progcache
   end type
 
   interface
+    function pcache_program_init(program, struct_size) bind(C, name="pcache_program_init")
+      import :: pcache_program, c_int32_t
+      type(pcache_program), intent(inout) :: program
+      integer(c_int32_t), value :: struct_size
+      integer(c_int32_t) :: pcache_program_init
+    end function
+    function pcache_stats_init(stats, struct_size) bind(C, name="pcache_stats_init")
+      import :: pcache_stats, c_int32_t
+      type(pcache_stats), intent(inout) :: stats
+      integer(c_int32_t), value :: struct_size
+      integer(c_int32_t) :: pcache_stats_init
+    end function
+    function pcache_get_shared_stats(cache, stats) bind(C, name="pcache_get_shared_stats")
+      import :: c_ptr, pcache_shared_stats, c_int32_t
+      type(c_ptr), value :: cache
+      type(pcache_shared_stats), intent(inout) :: stats
+      integer(c_int32_t) :: pcache_get_shared_stats
+    end function
     function pcache_options_init(options, struct_size) bind(C, name="pcache_options_init")
       import :: c_int32_t, pcache_options
       type(pcache_options), intent(inout) :: options
@@ -331,6 +368,86 @@ contains
     end if
     call pcache_free(p)
   end function
+
+  !> Compiles CUDA C++ through the cache (pcache_compile) from Fortran strings. options and
+  !> name_expressions are arrays of strings (trailing blanks are trimmed; pass an empty array for
+  !> none). On PCACHE_OK, binary holds the cubin (or PTX, LTO-IR: target) and lowered(i) the
+  !> expression and mangled symbol of name_expressions(i) (symbol "" if unknown). log receives
+  !> NVRTC's log, also on PCACHE_ERR_COMPILE; from_cache whether the cache answered.
+  !> cache may be c_null_ptr (compile without caching).
+  function pcache_compile_f(cache, source, name, options, name_expressions, binary, lowered, &
+                            log, from_cache, target) result(status)
+    type(c_ptr), intent(in) :: cache
+    character(len=*), intent(in) :: source, name
+    character(len=*), intent(in) :: options(:), name_expressions(:)
+    integer(c_int8_t), allocatable, intent(out) :: binary(:)
+    type(pcache_lowered), allocatable, intent(out) :: lowered(:)
+    character(len=:), allocatable, intent(out), optional :: log
+    logical, intent(out), optional :: from_cache
+    integer(c_int32_t), intent(in), optional :: target
+    integer(c_int32_t) :: status
+    type(pcache_cstring), allocatable, target :: option_strings(:), expression_strings(:)
+    type(c_ptr), allocatable, target :: option_pointers(:), expression_pointers(:)
+    character(kind=c_char, len=:), allocatable, target :: c_source, c_name
+    type(pcache_program) :: prog
+    type(c_ptr) :: result, p
+    integer(c_size_t) :: n
+    integer(c_int8_t), pointer :: bytes(:)
+    integer :: i
+    call c_strings(options, option_strings, option_pointers)
+    call c_strings(name_expressions, expression_strings, expression_pointers)
+    c_source = source // c_null_char
+    c_name = trim(name) // c_null_char
+    status = pcache_program_init(prog, int(c_sizeof(prog), c_int32_t))
+    if (status /= PCACHE_OK) return
+    prog%code_type = PCACHE_CODE_CXX
+    prog%target = PCACHE_TARGET_CUBIN
+    if (present(target)) prog%target = target
+    prog%name = c_loc(c_name)
+    prog%source = c_loc(c_source)
+    prog%options = c_loc(option_pointers)
+    prog%num_options = size(options, kind=c_size_t)
+    prog%name_expressions = c_loc(expression_pointers)
+    prog%num_name_expressions = size(name_expressions, kind=c_size_t)
+    status = pcache_compile(cache, prog, result)
+    if (present(log)) log = ""
+    if (present(from_cache)) from_cache = .false.
+    allocate(binary(0), lowered(0))
+    if (.not. c_associated(result)) return
+    if (present(log)) log = pcache_string_f(pcache_compiled_log(result))
+    if (status == PCACHE_OK) then
+      if (present(from_cache)) from_cache = pcache_compiled_from_cache(result) /= 0
+      p = pcache_compiled_data(result, n)
+      deallocate(binary)
+      allocate(binary(n))
+      if (n > 0) then
+        call c_f_pointer(p, bytes, [n])
+        binary = bytes
+      end if
+      deallocate(lowered)
+      allocate(lowered(size(name_expressions)))
+      do i = 1, size(name_expressions)
+        lowered(i)%expression = trim(name_expressions(i))
+        lowered(i)%symbol = pcache_lowered_name_f(result, name_expressions(i))
+      end do
+    end if
+    call pcache_compiled_free(result)
+  end function
+
+  ! NUL-terminated copies of strings (trailing blanks trimmed) and an array of pointers to them
+  ! (one element at least, so that c_loc has an address to take).
+  subroutine c_strings(strings, copies, pointers)
+    character(len=*), intent(in) :: strings(:)
+    type(pcache_cstring), allocatable, target, intent(out) :: copies(:)
+    type(c_ptr), allocatable, intent(out) :: pointers(:)
+    integer :: i
+    allocate(copies(size(strings)), pointers(max(1, size(strings))))
+    pointers = c_null_ptr
+    do i = 1, size(strings)
+      copies(i)%s = trim(strings(i)) // c_null_char
+      pointers(i) = c_loc(copies(i)%s)
+    end do
+  end subroutine
 
   !> The lowered symbol of a name expression of a compiled result ("" if unknown).
   function pcache_lowered_name_f(result, expression) result(s)

@@ -75,6 +75,9 @@ program test_progcache
   call check(pcache_lowered_name_f(result, "axpy<double>") == "_Z4axpyIdEvT_PS0_S1_i", &
              "lowered name: " // pcache_lowered_name_f(result, "axpy<double>"))
   call pcache_compiled_free(result)
+
+  call check_compile_f(cache, nbytes)
+
   st = pcache_close(cache)
   call check(st == PCACHE_OK, "close")
 
@@ -85,6 +88,37 @@ program test_progcache
   print '(a)', "fortran: all checks passed"
 
 contains
+  ! The compile above from Fortran strings, through pcache_compile_f: a hit, with the binary and
+  ! the lowered names as Fortran arrays; a compile error with its log; the shared counters.
+  subroutine check_compile_f(cache, nbytes)
+    type(c_ptr), intent(in) :: cache
+    integer(c_size_t), intent(in) :: nbytes
+    type(pcache_shared_stats) :: shared
+    integer(c_int8_t), allocatable :: binary(:)
+    type(pcache_lowered), allocatable :: lowered(:)
+    character(len=:), allocatable :: compile_log
+    logical :: cached
+    integer(c_int32_t) :: st
+    st = pcache_compile_f(cache, &
+      "template <typename T> __global__ void axpy(T a, T *x, T *y, int n) {" // &
+      " int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) y[i] += a * x[i]; }", &
+      "axpy.cu", [character(len=16) :: "-arch=sm_90"], [character(len=16) :: "axpy<double>"], &
+      binary, lowered, log=compile_log, from_cache=cached)
+    call check(st == PCACHE_OK .and. cached, "pcache_compile_f hits: " // pcache_last_error_f())
+    call check(size(binary) == nbytes, "pcache_compile_f returns the binary")
+    call check(size(lowered) == 1, "one lowered name")
+    call check(lowered(1)%expression == "axpy<double>", "the expression")
+    call check(lowered(1)%symbol == "_Z4axpyIdEvT_PS0_S1_i", "its lowered name")
+    st = pcache_compile_f(cache, "__global__ void broken( {", "broken.cu", &
+      [character(len=16) :: "-arch=sm_90"], [character(len=1) ::], binary, lowered, log=compile_log)
+    call check(st == PCACHE_ERR_COMPILE, "a compile error is PCACHE_ERR_COMPILE")
+    call check(index(compile_log, "error") > 0, "with NVRTC's log: " // compile_log)
+    call check(size(binary) == 0, "and no binary")
+    shared%struct_size = int(c_sizeof(shared), c_int32_t)
+    st = pcache_get_shared_stats(cache, shared)
+    call check(st == PCACHE_OK .and. shared%hits >= 3, "shared stats")
+  end subroutine
+
   subroutine check(ok, what)
     logical, intent(in) :: ok
     character(len=*), intent(in) :: what
