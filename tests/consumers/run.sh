@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Installs the build into a temporary prefix and builds three independent consumers against it:
-# CMake find_package (C++), plain cc with pkg-config (C), and dlopen by symbol name (C).
+# Installs the build into a temporary prefix and builds independent consumers against it: CMake
+# find_package (C++ and Fortran), plain cc with pkg-config (C), and dlopen by symbol name (C).
 set -euo pipefail
 build=$1 src=$2
 work=$(mktemp -d "${TMPDIR:-/tmp}/pcache-consumers-XXXXXX")
@@ -22,6 +22,13 @@ cc -std=c99 -Wall -Wextra -Werror -pedantic "$here/pkgconfig_c/main.c" $(pkg-con
 cc -std=c99 -Wall -Wextra -Werror "$here/dlopen_c/main.c" -I"$prefix/include" -ldl -o "$work/dl"
 "$work/dl"
 
+# Fortran through find_package and progcache_FORTRAN_MODULE (when a Fortran compiler is there).
+if command -v gfortran >/dev/null; then
+  cmake -S "$here/cmake_fortran" -B "$work/f90" -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
+  cmake --build "$work/f90" >/dev/null
+  "$work/f90/consumer"
+fi
+
 # The installed command works too.
 "$prefix/bin/progcache" --cache "sqlite:$work/cache.db" stats >/dev/null
-echo "consumers: 3 passed, 0 failed"
+echo "consumers: 4 passed, 0 failed"
