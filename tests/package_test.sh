@@ -44,6 +44,14 @@ test -f "$root/lib/python3/dist-packages/progcache/py.typed"
 env -i PATH=/usr/bin:/bin PYTHONPATH="$root/lib/python3/dist-packages" \
   LD_LIBRARY_PATH="$(dirname "$(find "$root" -name 'libprogcache.so.1')")" \
   python3 -c 'import progcache; c = progcache.Cache("memory:"); c[b"k"] = b"v"; assert c[b"k"] == b"v"'
+# Fortran, from the module source the -dev package ships, in a clean environment.
+if command -v gfortran >/dev/null; then
+  (cd "$work" && env -i PATH=/usr/bin:/bin gfortran -J "$work" \
+     "$root/include/progcache/progcache.f90" "$src/tests/consumers/cmake_fortran/app.f90" \
+     -L"$(dirname "$(find "$root" -name 'libprogcache.so.1')")" -lprogcache -o "$work/f90" &&
+   env -i PATH=/usr/bin:/bin LD_LIBRARY_PATH="$(dirname "$(find "$root" -name 'libprogcache.so.1')")" \
+     "$work/f90")
+fi
 # Multiarch library directory and Multi-Arch: same; a copyright and changelog in every package.
 ls "$root"/lib/*-linux-gnu/libprogcache.so.1 >/dev/null
 [ "$(dpkg-deb -f "$lib" Multi-Arch)" = same ]
@@ -59,4 +67,4 @@ if command -v lintian >/dev/null; then
 elif [ "${CI:-}" = true ]; then
   echo "lintian is not installed (scripts/deps installs it)"; exit 1
 fi
-echo "package: 7 passed, 0 failed"
+echo "package: 8 passed, 0 failed"
