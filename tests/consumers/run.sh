@@ -29,6 +29,16 @@ if command -v gfortran >/dev/null; then
   "$work/f90/consumer"
 fi
 
+# Kernels compiled into a bundle at build time (progcache_add_bundle), imported into a fresh
+# cache: the compile the application then makes (same name, options, arch) is a hit.
+PATH=$prefix/bin:$PATH cmake -S "$here/cmake_bundle" -B "$work/bundle" -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
+cmake --build "$work/bundle" >/dev/null
+"$prefix/bin/progcache" --cache "sqlite:$work/node.db" import "$work/bundle/kernels.pcb" | grep -q 'imported 2 entries'
+(cd "$here/cmake_bundle" && "$prefix/bin/progcache" --cache "sqlite:$work/node.db" compile scale.cu \
+   --arch sm_90 --name-expression 'scale<float>' --name-expression 'scale<double>' -- --std=c++17) |
+  grep -q '^hit:' || { echo "cmake_bundle: the bundled kernel did not hit"; exit 1; }
+echo "cmake_bundle: 2 kernels bundled at build time; the imported one hits"
+
 # The installed command works too.
 "$prefix/bin/progcache" --cache "sqlite:$work/cache.db" stats >/dev/null
-echo "consumers: 4 passed, 0 failed"
+echo "consumers: 5 passed, 0 failed"
