@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the Debian packages, unpacks them into a scratch root with dpkg -x, checks their
+# Builds the Debian packages, installs them into a scratch root with dpkg --root, checks their
 # dependencies (SQLite, OpenSSL, xxhash; never CUDA), and builds a consumer against that root.
 set -euo pipefail
 build=$1 src=$2
@@ -11,8 +11,14 @@ debs=("$work"/debs/*.deb)
 for name in libprogcache1 libprogcache-dev progcache python3-progcache; do
   deb=$(ls "$work"/debs/${name}_*.deb)
   [ "$(dpkg-deb -f "$deb" Package)" = "$name" ]
-  dpkg-deb -x "$deb" "$work/root"
 done
+# Installed with dpkg into a scratch root (its own dpkg database; maintainer scripts and triggers
+# run; the system's libc and python3 stand in for the dependencies), purged at the end.
+mkdir -p "$work/root/var/lib/dpkg/info" "$work/root/var/lib/dpkg/updates"
+touch "$work/root/var/lib/dpkg/status"
+dpkg_root() { dpkg --root="$work/root" --force-depends --force-script-chrootless --log=/dev/null "$@"; }
+dpkg_root -i "${debs[@]}" >/dev/null 2>&1 || { dpkg_root -i "${debs[@]}"; exit 1; }
+[ "$(dpkg_root -l | grep -c '^ii ')" = 4 ]
 lib=$(ls "$work"/debs/libprogcache1_*.deb)
 deps=$(dpkg-deb -f "$lib" Depends)
 echo "libprogcache1 Depends: $deps"
@@ -41,7 +47,7 @@ case "$resolved" in "$root"/*) ;; *) echo "progcache resolves libprogcache to '$
 # against the packaged library.
 test -f "$root/lib/python3/dist-packages/progcache/__init__.py"
 test -f "$root/lib/python3/dist-packages/progcache/py.typed"
-env -i PATH=/usr/bin:/bin PYTHONPATH="$root/lib/python3/dist-packages" \
+env -i PATH=/usr/bin:/bin PYTHONDONTWRITEBYTECODE=1 PYTHONPATH="$root/lib/python3/dist-packages" \
   LD_LIBRARY_PATH="$(dirname "$(find "$root" -name 'libprogcache.so.1')")" \
   python3 -c 'import progcache; c = progcache.Cache("memory:"); c[b"k"] = b"v"; assert c[b"k"] == b"v"'
 # Fortran, from the module source the -dev package ships, in a clean environment.
@@ -67,4 +73,8 @@ if command -v lintian >/dev/null; then
 elif [ "${CI:-}" = true ]; then
   echo "lintian is not installed (scripts/deps installs it)"; exit 1
 fi
-echo "package: 8 passed, 0 failed"
+# Purged, the packages leave nothing behind.
+dpkg_root --purge python3-progcache progcache libprogcache-dev libprogcache1 >/dev/null 2>&1
+left=$(find "$work/root/usr" -type f 2>/dev/null || true)
+if [ -n "$left" ]; then echo "left after purge:"; echo "$left"; exit 1; fi
+echo "package: 9 passed, 0 failed"
