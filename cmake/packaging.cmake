@@ -31,6 +31,12 @@ foreach(pair lib:libprogcache${PCACHE_SOVERSION} dev:libprogcache-dev bin:progca
           DESTINATION ${CMAKE_INSTALL_DATADIR}/doc/${package} COMPONENT ${component})
 endforeach()
 
+# The examples the getting-started pages point to, with the development files.
+install(DIRECTORY tests/consumers/cmake_cxx tests/consumers/cmake_fortran tests/consumers/cmake_bundle
+        DESTINATION ${CMAKE_INSTALL_DATADIR}/doc/libprogcache-dev/examples COMPONENT dev)
+install(FILES tests/consumers/kernel.h tests/fortran/test_progcache.f90
+        DESTINATION ${CMAKE_INSTALL_DATADIR}/doc/libprogcache-dev/examples COMPONENT dev)
+
 set(CPACK_GENERATOR DEB)
 set(CPACK_PACKAGE_NAME progcache)
 set(CPACK_PACKAGE_VENDOR "progcache")

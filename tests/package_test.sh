@@ -34,6 +34,7 @@ root=$work/root/usr
 test -f "$root/include/progcache/progcache.h"
 test -x "$root/bin/progcache"
 test -f "$root/share/man/man1/progcache.1.gz"
+test -f "$root/share/doc/libprogcache-dev/examples/cmake_fortran/app.f90"
 pc=$(dirname "$(find "$root" -name progcache.pc)")
 export PKG_CONFIG_PATH=$pc
 cc -std=c99 -Wall -Werror "$src/tests/consumers/pkgconfig_c/main.c" $(pkg-config --cflags --libs progcache) -o "$work/consumer"
