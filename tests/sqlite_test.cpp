@@ -6,6 +6,7 @@
 
 #include <csignal>
 #include <cstring>
+#include <filesystem>
 #include <thread>
 
 #include "proc_util.hpp"
@@ -288,8 +289,36 @@ TEST(Sqlite, AFlippedHeaderBitNeverDisablesTheCache) {
       std::string v;
       EXPECT_EQ(c.get("k2", &v), PCACHE_OK) << dmg.what;
     }
-    EXPECT_LE(files_named(d.path(), "cache.db.corrupt-"), 1u) << dmg.what;
+    // Moved aside once at most (the -wal and -shm that go with a moved database are its own).
+    EXPECT_LE(files_named(d.path(), "cache.db.corrupt-[0-9]*$"), 1u) << dmg.what;
   }
+}
+
+// A process that opens the cache, reads a hit and exits writes nothing to the database file at
+// close: no checkpoint (and so no fsync of it), and the -wal and -shm stay for the next process
+// instead of being unlinked and recreated. Before, every close checkpointed and removed them.
+TEST(Sqlite, ClosingNeitherCheckpointsNorRemovesTheWal) {
+  TempDir d;
+  const std::string db = d / "cache.db";
+  {
+    Handle c("sqlite:" + db);
+    ASSERT_EQ(c.put("k", std::string(10000, 'v')), PCACHE_OK);
+  }
+  ASSERT_TRUE(std::filesystem::exists(db + "-wal")) << "the WAL was removed at close";
+  struct stat before {};
+  ASSERT_EQ(::stat(db.c_str(), &before), 0);
+  for (int i = 0; i < 3; ++i) {
+    Handle c("sqlite:" + db);
+    std::string v;
+    ASSERT_EQ(c.get("k", &v), PCACHE_OK);
+  }
+  struct stat after {};
+  ASSERT_EQ(::stat(db.c_str(), &after), 0);
+  EXPECT_EQ(after.st_mtim.tv_sec, before.st_mtim.tv_sec);
+  EXPECT_EQ(after.st_mtim.tv_nsec, before.st_mtim.tv_nsec) << "a close checkpointed into the file";
+  EXPECT_EQ(after.st_size, before.st_size);
+  EXPECT_TRUE(std::filesystem::exists(db + "-wal"));
+  EXPECT_TRUE(std::filesystem::exists(db + "-shm"));
 }
 
 // A genuinely newer database (user_version and the matching application id) is still refused.
