@@ -91,9 +91,10 @@ Cache::ConfiguredCap Cache::configured_cap() {
   // A URI's cap, then the environment, then the cache's own, then the config files, then the
   // default cache's default.
   if (uri_cap_) return {*uri_cap_, "URI (?max_size=)"};
-  if (const Setting env = lookup_setting("max_size");
-      env.set() && env.source.rfind("environment", 0) == 0)
-    return {env.value.empty() ? 0 : parse_size("PCACHE_MAX_SIZE", env.value), env.source};
+  const Setting setting = lookup_setting("max_size");  // the environment's, else the files'
+  if (setting.from_environment())
+    return {setting.value.empty() ? 0 : parse_size("PCACHE_MAX_SIZE", setting.value),
+            setting.source};
   if (const std::optional<std::string> stored = load_memo(kCapMemo); stored && !stored->empty()) {
     try {
       return {parse_size("stored max_size", *stored), "the cache (progcache config)"};
@@ -101,8 +102,8 @@ Cache::ConfiguredCap Cache::configured_cap() {
       set_thread_warning(std::string(e.what()) + "; ignored");
     }
   }
-  if (const Setting file = lookup_setting("max_size"); file.set() && !file.value.empty())
-    return {parse_size("max_size in " + file.source, file.value), file.source};
+  if (setting.set() && !setting.value.empty())
+    return {parse_size("max_size in " + setting.source, setting.value), setting.source};
   if (is_default_) return {kDefaultCap, "the default for the default cache"};
   return {0, ""};
 }

@@ -26,6 +26,7 @@ struct Setting {
   std::string value;
   std::string source;  // "" (unset), "environment (PCACHE_X)", or the file's path
   bool set() const { return !source.empty(); }
+  bool from_environment() const { return source.rfind("environment", 0) == 0; }
 };
 
 // The setting named key (one of setting_specs()), from the first source that has it. A file

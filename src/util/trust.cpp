@@ -106,7 +106,7 @@ std::optional<std::string> configured_secret() {
   const Setting setting = lookup_setting("secret_file");
   if (setting.value.empty()) return std::nullopt;
   const std::string &path = setting.value;
-  const std::string what = setting.source.rfind("environment", 0) == 0
+  const std::string what = setting.from_environment()
                                ? "PCACHE_SECRET_FILE '" + path + "'"
                                : "secret_file '" + path + "' (" + setting.source + ")";
   Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
