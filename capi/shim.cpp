@@ -110,6 +110,8 @@ progcache::ProgramDesc to_desc(const pcache_program *program) {
   progcache::ProgramDesc d;
   if (p.name) d.name = p.name;
   d.code_type = static_cast<progcache::CodeType>(p.code_type);
+  if (p.target < PCACHE_TARGET_CUBIN || p.target > PCACHE_TARGET_LTOIR)
+    throw invalid("program->target " + std::to_string(p.target) + " is not a PCACHE_TARGET_*");
   d.target = static_cast<progcache::Target>(p.target);
   d.nvrtc_version = p.nvrtc_version;
   if (!p.source) throw invalid("program->source is NULL");

@@ -164,6 +164,22 @@ std::vector<Command> make_commands() {
        1,
        Opens::storing,
        cmd_import},
+      {"run",
+       "[--preload] [-- COMMAND [ARGS...]]",
+       "run a command with the drop-in NVRTC: its NVRTC compiles are cached",
+       "Runs COMMAND with progcache's drop-in libnvrtc first on LD_LIBRARY_PATH, so a program\n"
+       "linked with -lnvrtc, or one that dlopens libnvrtc.so.N, compiles through the cache with\n"
+       "no change to its code: a hit answers every NVRTC call from the cache without loading the\n"
+       "real NVRTC; a miss compiles with the real one and stores every output. --cache sets the\n"
+       "cache for COMMAND (PCACHE_URI). PCACHE_DISABLE=1 turns caching off. Exit status:\n"
+       "COMMAND's, or 127 if it cannot be found. See docs/transparent.md.",
+       {{"preload", 0, nullptr,
+         "also LD_PRELOAD the drop-in, for programs that look for an already loaded libnvrtc\n"
+         "before loading one by path (cuda-python's pathfinder with NVRTC wheels installed)"}},
+       0,
+       0,
+       Opens::nothing,
+       cmd_run},
       {"version",
        "",
        "print the version",

@@ -21,6 +21,7 @@ int cmd_verify(Invocation &in);
 int cmd_evict(Invocation &in);
 int cmd_export(Invocation &in);
 int cmd_import(Invocation &in);
+int cmd_run(Invocation &in);
 int cmd_version(Invocation &in);
 int cmd_help(Invocation &in);
 

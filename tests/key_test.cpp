@@ -249,6 +249,12 @@ TEST(Key, BadInputsAreInvalid) {
   p.code_type = 7;
   EXPECT_EQ(pcache_make_key(&p, k), PCACHE_ERR_INVALID_ARG);
   p.code_type = 0;
+  // The drop-in NVRTC's internal target (every output of a compile) is not the C API's.
+  for (int32_t target : {-1, 3, 4}) {
+    p.target = target;
+    EXPECT_EQ(pcache_make_key(&p, k), PCACHE_ERR_INVALID_ARG) << target;
+  }
+  p.target = PCACHE_TARGET_CUBIN;
   p.struct_size = 8;
   EXPECT_EQ(pcache_make_key(&p, k), PCACHE_ERR_INVALID_ARG);
   p.struct_size = sizeof p;

@@ -73,10 +73,11 @@ std::shared_ptr<CompileResult> look_again(Cache *cache, const Key &key) {
 }
 
 std::shared_ptr<CompileResult> compile_and_store(Cache *cache, const ProgramDesc &program,
-                                                 const PreparedCompile &prepared, bool store) {
+                                                 const PreparedCompile &prepared, bool store,
+                                                 const CompileOptions &options) {
   const NvrtcLocation loc = locate_nvrtc();
   Nvrtc &nvrtc = Nvrtc::load(loc);
-  NvrtcOutput out = nvrtc.compile(program);
+  NvrtcOutput out = options.runner ? options.runner(program) : nvrtc.compile(program);
   auto r = std::make_shared<CompileResult>();
   r->key = prepared.key;
   CompileContext context = prepared.context;
@@ -96,6 +97,7 @@ std::shared_ptr<CompileResult> compile_and_store(Cache *cache, const ProgramDesc
   r->meta.key_fields = key_fields(program, &context);
   if (!out.ok) {
     r->status = Status::compile;
+    r->nvrtc_result = out.nvrtc_result;
     return r;
   }
   auto blob = std::make_shared<Blob>(Blob::copy_of(out.code));
@@ -142,15 +144,15 @@ std::shared_ptr<CompileResult> compile_once_across_machines(Cache *cache,
     std::string token;
     const auto answer = coordinator.try_lease(k, &token);
     if (answer == CompileCoordinator::LeaseAnswer::unavailable)
-      return compile_and_store(cache, program, prepared, true);
+      return compile_and_store(cache, program, prepared, true, options);
     if (answer == CompileCoordinator::LeaseAnswer::taken) {
       const auto lease = coordinator.hold(k, std::move(token));
       // The previous holder may have stored it between our last look and our lease.
       if (auto r = look_again(cache, key)) return r;
-      return compile_and_store(cache, program, prepared, true);
+      return compile_and_store(cache, program, prepared, true, options);
     }
     if (std::chrono::steady_clock::now() >= deadline)
-      return compile_and_store(cache, program, prepared, true);
+      return compile_and_store(cache, program, prepared, true, options);
     std::this_thread::sleep_for(delay);
     delay = std::min(delay * 2, std::chrono::milliseconds(250));
     if (auto r = look_again(cache, key)) return r;
@@ -185,7 +187,7 @@ std::shared_ptr<CompileResult> compile_through_cache(Cache *cache, ProgramDesc p
     return r;
   };
   if (!cache || !prepared.uncacheable.empty())
-    return finish(compile_and_store(cache, program, prepared, cache != nullptr));
+    return finish(compile_and_store(cache, program, prepared, cache != nullptr, options));
   if (auto r = lookup_and_credit(cache, key)) return finish(std::move(r));
   // Missed. Each call counts once: a hit if another's compile answers it (counted where that
   // happens), else a miss when it ends, having compiled (or failed) itself.
@@ -220,7 +222,8 @@ std::shared_ptr<CompileResult> compile_through_cache(Cache *cache, ProgramDesc p
     }
     lock.unlock();
     if (auto r = look_again(cache, key)) return finish(std::move(r));
-    return finish_after_miss(compile_and_store(cache, program, prepared, true));  // waited too long
+    return finish_after_miss(
+        compile_and_store(cache, program, prepared, true, options));  // waited too long
   }
   std::shared_ptr<CompileResult> result;
   try {
@@ -253,11 +256,11 @@ std::shared_ptr<CompileResult> compile_through_cache(Cache *cache, ProgramDesc p
 }
 
 std::shared_ptr<CompileResult> recompile(Cache *cache, ProgramDesc program,
-                                         const CompileOptions &) {
+                                         const CompileOptions &options) {
   const auto t0 = std::chrono::steady_clock::now();
   const PreparedCompile prepared = prepare_compile(cache, program);
   if (cache) (void)cache->remove(ByteView(prepared.key.data(), prepared.key.size()));
-  auto r = compile_and_store(cache, program, prepared, cache != nullptr);
+  auto r = compile_and_store(cache, program, prepared, cache != nullptr, options);
   r->elapsed_us = us_since(t0);
   return r;
 }

@@ -1,12 +1,14 @@
 // Compile through the cache: key -> lookup -> (single flight) NVRTC -> store.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 
 #include "core/cache.hpp"
 #include "core/compiled_meta.hpp"
 #include "core/key.hpp"
+#include "cuda/nvrtc.hpp"
 #include "util/error.hpp"
 
 namespace progcache {
@@ -19,12 +21,16 @@ struct CompileResult {
   SharedBlob storage;      // owns the bytes `code` points into
   ByteView code;
   CompiledMeta meta;
-  uint64_t elapsed_us = 0;  // this call, end to end
+  uint64_t elapsed_us = 0;   // this call, end to end
+  int32_t nvrtc_result = 0;  // status compile: the nvrtcResult that refused the program
 };
 
 struct CompileOptions {
   uint32_t wait_timeout_ms = 300000;  // how long to wait for another compile of the same key
   bool bypass = false;                // compile always, store nothing (PCACHE_DISABLE=1)
+  // What compiles on a miss: null runs NVRTC as located (Nvrtc::compile). The drop-in NVRTC
+  // passes its own (a real program it keeps, every output collected into `code`).
+  std::function<NvrtcOutput(const ProgramDesc &)> runner;
 };
 
 // A program's key as a compile would derive it now: the headers it reads from disk scanned, the

@@ -270,7 +270,7 @@ namespace {
 void check_program(const ProgramDesc &p) {
   if (p.code_type < CodeType::cxx || p.code_type > CodeType::nvvm)
     throw Error(Status::invalid_arg, "unknown code_type " + std::to_string(int(p.code_type)));
-  if (p.target < Target::cubin || p.target > Target::ltoir)
+  if (p.target < Target::cubin || p.target > Target::nvrtc_outputs)
     throw Error(Status::invalid_arg, "unknown target " + std::to_string(int(p.target)));
   if (!p.source.data) throw Error(Status::invalid_arg, "program source is NULL");
 }
@@ -343,11 +343,11 @@ std::vector<std::pair<std::string, std::string>> key_fields(const ProgramDesc &p
     return to_hex(ByteView(c.digest, sizeof c.digest));
   };
   static const char *const kCodeTypes[] = {"c++", "ptx", "nvvm"};
-  static const char *const kTargets[] = {"cubin", "ptx", "ltoir"};
+  static const char *const kTargets[] = {"cubin", "ptx", "ltoir", "nvrtc"};
   std::vector<std::pair<std::string, std::string>> f;
   f.emplace_back("name", std::string(p.name));
   f.emplace_back("code_type", kCodeTypes[int(p.code_type) % 3]);
-  f.emplace_back("target", kTargets[int(p.target) % 3]);
+  f.emplace_back("target", kTargets[int(p.target) % 4]);
   if (context && !context->nvrtc_build.empty())
     f.emplace_back("nvrtc_build", context->nvrtc_build);
   else

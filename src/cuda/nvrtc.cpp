@@ -77,6 +77,30 @@ std::string identity_of(const std::string &path, std::string *resolved) {
 
 namespace {
 NvrtcLocation scan_for_nvrtc();
+
+struct SearchRestriction {
+  int major = -1;  // -1: any
+  bool has_self = false;
+  dev_t self_dev = 0;
+  ino_t self_ino = 0;
+};
+SearchRestriction g_restriction;  // set once, before any search (restrict_nvrtc_search)
+
+bool is_self(const std::string &path) {
+  struct stat st;
+  return g_restriction.has_self && ::stat(path.c_str(), &st) == 0 &&
+         st.st_dev == g_restriction.self_dev && st.st_ino == g_restriction.self_ino;
+}
+}  // namespace
+
+void restrict_nvrtc_search(int major, const std::string &self) {
+  g_restriction.major = major;
+  struct stat st;
+  if (!self.empty() && ::stat(self.c_str(), &st) == 0) {
+    g_restriction.has_self = true;
+    g_restriction.self_dev = st.st_dev;
+    g_restriction.self_ino = st.st_ino;
+  }
 }
 
 NvrtcLocation locate_nvrtc() {
@@ -112,6 +136,9 @@ NvrtcLocation scan_for_nvrtc() {
     if (loc.identity.empty())
       throw Error(Status::cuda_unavailable, std::string("PCACHE_NVRTC_LIBRARY='") + explicit_path +
                                                 "' is not a readable file");
+    if (is_self(loc.path))
+      throw Error(Status::cuda_unavailable, std::string("PCACHE_NVRTC_LIBRARY='") + explicit_path +
+                                                "' is progcache's drop-in NVRTC, not the real one");
     return loc;
   }
   int best_major = -1;
@@ -127,9 +154,10 @@ NvrtcLocation scan_for_nvrtc() {
       if (!*digits || std::strspn(digits, "0123456789") != std::strlen(digits)) continue;
       const int major = std::atoi(digits);
       if (major <= best_major) continue;  // the first directory wins a tie
+      if (g_restriction.major >= 0 && major != g_restriction.major) continue;
       std::string resolved;
       std::string id = identity_of(dir + "/" + n, &resolved);
-      if (id.empty()) continue;
+      if (id.empty() || is_self(resolved)) continue;
       best_major = major;
       loc.path = resolved;
       loc.identity = id;
@@ -147,6 +175,10 @@ NvrtcLocation scan_for_nvrtc() {
 
 Nvrtc::Nvrtc() = default;
 Nvrtc::~Nvrtc() = default;
+
+void *Nvrtc::handle() const {
+  return api_->handle;
+}
 
 namespace {
 ForkSafeMutex g_loaded_mutex;
@@ -236,6 +268,7 @@ void Nvrtc::compile_into(const ProgramDesc &p, NvrtcOutput &out) const {
     if (r == NVRTC_SUCCESS) return;
     if (r == NVRTC_ERROR_OUT_OF_MEMORY)
       throw Error(Status::no_memory, std::string(what) + ": " + a.error_string(r));
+    out.nvrtc_result = int32_t(r);
     throw ApiFailure{std::string(what) + " returned " + a.error_string(r)};
   };
   const std::string source(p.source.str());  // NVRTC wants it NUL-terminated
@@ -281,10 +314,13 @@ void Nvrtc::compile_into(const ProgramDesc &p, NvrtcOutput &out) const {
   }
   if (rc != NVRTC_SUCCESS) {
     if (rc != NVRTC_ERROR_COMPILATION) check(rc, "nvrtcCompileProgram");
+    out.nvrtc_result = int32_t(rc);
     return;  // ok = false; the log says why
   }
   size_t size = 0;
   switch (p.target) {
+    case Target::nvrtc_outputs:
+      throw Error(Status::unsupported, "every output of a compile is collected by the drop-in");
     case Target::cubin:
       check(a.cubin_size(prog, &size), "nvrtcGetCUBINSize");
       out.code.resize(size);

@@ -24,12 +24,18 @@ struct NvrtcLocation {
 // library directories. Throws Error(cuda_unavailable) listing the paths tried.
 NvrtcLocation locate_nvrtc();
 
+// Narrows locate_nvrtc() for the rest of the process (the drop-in NVRTC, which sits in front of
+// the real library under its name): only libnvrtc.so.<major>, and never the file `self` (its
+// own, compared by device and inode). Call before the first locate_nvrtc().
+void restrict_nvrtc_search(int major, const std::string &self);
+
 struct NvrtcOutput {
   bool ok = false;
   std::string code;  // cubin, PTX (with its NUL) or LTO-IR
   std::string log;
   std::vector<std::pair<std::string, std::string>> lowered_names;  // name expression -> symbol
   uint64_t compile_us = 0;
+  int32_t nvrtc_result = 0;  // the nvrtcResult that refused the program (0 when ok)
 };
 
 class Nvrtc {
@@ -42,6 +48,8 @@ class Nvrtc {
   static const Nvrtc *find_loaded(const std::string &path);
   // major * 1000 + minor * 10, as CUDA_VERSION (13.0 -> 13000).
   uint32_t version() const { return version_; }
+  // The dlopen handle, for a caller that forwards NVRTC's whole API (the drop-in).
+  void *handle() const;
   const std::string &path() const { return path_; }
   // Compiles with the program's own options (LTO-IR targets get -dlto if absent). A program
   // NVRTC refuses, in nvrtcCompileProgram or any other call (an invalid option, a name

@@ -13,7 +13,9 @@
 namespace progcache {
 
 enum class CodeType : int32_t { cxx = 0, ptx = 1, nvvm = 2 };
-enum class Target : int32_t { cubin = 0, ptx = 1, ltoir = 2 };
+// nvrtc_outputs is internal (never accepted from the C API): the drop-in NVRTC's entries, whose
+// payload holds every output of the compile (nvrtc_dropin/outputs.hpp), keyed apart from the rest.
+enum class Target : int32_t { cubin = 0, ptx = 1, ltoir = 2, nvrtc_outputs = 3 };
 
 struct ProgramDesc {
   std::string_view name = "default_program";

@@ -1,0 +1,208 @@
+// The drop-in NVRTC: libnvrtc.so.<major>'s API and symbol versions, in front of the real library
+// (docs/transparent.md). Every export catches everything: no C++ exception leaves the library.
+#include <nvrtc.h>
+
+#include <cstdio>
+#include <exception>
+#include <new>
+#include <string>
+
+#include "cuda/nvrtc.hpp"
+#include "cuda/nvrtc_identity.hpp"
+#include "program.hpp"
+#include "real_nvrtc.hpp"
+#include "util/error.hpp"
+
+#define DROPIN_API extern "C" __attribute__((visibility("default")))
+
+namespace progcache::dropin {
+namespace {
+
+__attribute__((constructor)) void on_load() {
+  restrict_search_to_real_nvrtc();
+}
+
+// Runs f; an exception becomes the nvrtcResult NVRTC gives for the like (out of memory), or an
+// internal error with the reason on stderr (no real NVRTC to forward to, for one).
+template <class F>
+nvrtcResult guarded(const char *function, F &&f) noexcept {
+  try {
+    return f();
+  } catch (const std::bad_alloc &) {
+    return NVRTC_ERROR_OUT_OF_MEMORY;
+  } catch (const Error &e) {
+    if (e.status() == Status::no_memory) return NVRTC_ERROR_OUT_OF_MEMORY;
+    std::fprintf(stderr, "progcache drop-in NVRTC: %s: %s\n", function, e.what());
+  } catch (const std::exception &e) {
+    std::fprintf(stderr, "progcache drop-in NVRTC: %s: %s\n", function, e.what());
+  } catch (...) {
+  }
+  return NVRTC_ERROR_INTERNAL_ERROR;
+}
+
+// Runs f on the live drop-in program behind handle; NVRTC_ERROR_INVALID_PROGRAM for any other.
+template <class F>
+nvrtcResult with_program(const char *function, nvrtcProgram handle, F &&f) noexcept {
+  return guarded(function, [&] {
+    DropinProgram *p = DropinProgram::find(handle);
+    return p ? f(*p) : NVRTC_ERROR_INVALID_PROGRAM;
+  });
+}
+
+// nvrtcVersion without loading NVRTC: the builtins library it names carries major.minor
+// ("libnvrtc-builtins.so.13.0"), read from the file and remembered. Zero when it cannot tell.
+bool version_from_files(int *major, int *minor) {
+  const NvrtcIdentity id = current_nvrtc_identity(locate_nvrtc(), dropin_cache());
+  const size_t at = id.builtins_path.rfind(".so.");
+  if (at == std::string::npos) return false;
+  return std::sscanf(id.builtins_path.c_str() + at + 4, "%d.%d", major, minor) == 2;
+}
+
+}  // namespace
+}  // namespace progcache::dropin
+
+using progcache::dropin::DropinProgram;
+using progcache::dropin::guarded;
+using progcache::dropin::OutputKind;
+using progcache::dropin::real_nvrtc;
+using progcache::dropin::require;
+using progcache::dropin::with_program;
+
+DROPIN_API const char *nvrtcGetErrorString(nvrtcResult result) {
+  // NVRTC's own words: the enumerator's name (nvrtc.h), "NVRTC_ERROR unknown" for the rest.
+  static const char *const kNames[] = {
+    "NVRTC_SUCCESS",
+    "NVRTC_ERROR_OUT_OF_MEMORY",
+    "NVRTC_ERROR_PROGRAM_CREATION_FAILURE",
+    "NVRTC_ERROR_INVALID_INPUT",
+    "NVRTC_ERROR_INVALID_PROGRAM",
+    "NVRTC_ERROR_INVALID_OPTION",
+    "NVRTC_ERROR_COMPILATION",
+    "NVRTC_ERROR_BUILTIN_OPERATION_FAILURE",
+    "NVRTC_ERROR_NO_NAME_EXPRESSIONS_AFTER_COMPILATION",
+    "NVRTC_ERROR_NO_LOWERED_NAMES_BEFORE_COMPILATION",
+    "NVRTC_ERROR_NAME_EXPRESSION_NOT_VALID",
+    "NVRTC_ERROR_INTERNAL_ERROR",
+    "NVRTC_ERROR_TIME_FILE_WRITE_FAILED",
+    "NVRTC_ERROR_NO_PCH_CREATE_ATTEMPTED",
+    "NVRTC_ERROR_PCH_CREATE_HEAP_EXHAUSTED",
+    "NVRTC_ERROR_PCH_CREATE",
+    "NVRTC_ERROR_CANCELLED",
+#if PCACHE_NVRTC_MAJOR >= 13
+    "NVRTC_ERROR_TIME_TRACE_FILE_WRITE_FAILED"
+#endif
+  };
+  const int i = int(result);
+  return i >= 0 && i < int(sizeof kNames / sizeof *kNames) ? kNames[i] : "NVRTC_ERROR unknown";
+}
+
+DROPIN_API nvrtcResult nvrtcVersion(int *major, int *minor) {
+  return guarded(__func__, [&] {
+    if (!major || !minor) return NVRTC_ERROR_INVALID_INPUT;
+    if (progcache::dropin::version_from_files(major, minor)) return NVRTC_SUCCESS;
+    return real_nvrtc().version(major, minor);
+  });
+}
+
+DROPIN_API nvrtcResult nvrtcGetNumSupportedArchs(int *num_archs) {
+  return guarded(__func__, [&] { return real_nvrtc().num_supported_archs(num_archs); });
+}
+
+DROPIN_API nvrtcResult nvrtcGetSupportedArchs(int *archs) {
+  return guarded(__func__, [&] { return real_nvrtc().supported_archs(archs); });
+}
+
+DROPIN_API nvrtcResult nvrtcCreateProgram(nvrtcProgram *prog, const char *src, const char *name,
+                                          int num_headers, const char *const *headers,
+                                          const char *const *include_names) {
+  return guarded(__func__, [&] {
+    return DropinProgram::create(prog, src, name, num_headers, headers, include_names);
+  });
+}
+
+DROPIN_API nvrtcResult __nvrtcCPEx(nvrtcProgram *prog, const char *src, const char *name,
+                                   int num_headers, const char *const *headers,
+                                   const char *const *include_names, int num_extensions,
+                                   void *extensions, void **extension_args);
+DROPIN_API nvrtcResult __nvrtcCPEx(nvrtcProgram *prog, const char *src, const char *name,
+                                   int num_headers, const char *const *headers,
+                                   const char *const *include_names, int num_extensions,
+                                   void *extensions, void **extension_args) {
+  return guarded(__func__, [&] {
+    const auto create_ex = require(real_nvrtc().create_ex, __func__);
+    nvrtcProgram real = nullptr;
+    const nvrtcResult rc = create_ex(&real, src, name, num_headers, headers, include_names,
+                                     num_extensions, extensions, extension_args);
+    if (rc != NVRTC_SUCCESS || !prog) return rc;
+    return DropinProgram::adopt_real(prog, real);
+  });
+}
+
+DROPIN_API nvrtcResult nvrtcDestroyProgram(nvrtcProgram *prog) {
+  return guarded(__func__, [&] { return DropinProgram::destroy(prog); });
+}
+
+DROPIN_API nvrtcResult nvrtcCompileProgram(nvrtcProgram prog, int num_options,
+                                           const char *const *options) {
+  return with_program(__func__, prog,
+                      [&](DropinProgram &p) { return p.compile(num_options, options); });
+}
+
+#define DROPIN_OUTPUT_GETTERS(Name, kind)                                                          \
+  DROPIN_API nvrtcResult nvrtcGet##Name##Size(nvrtcProgram prog, size_t *size) {                   \
+    return with_program(__func__, prog,                                                            \
+                        [&](DropinProgram &p) { return p.output_size(kind, size); });              \
+  }                                                                                                \
+  DROPIN_API nvrtcResult nvrtcGet##Name(nvrtcProgram prog, char *buffer) {                         \
+    return with_program(__func__, prog, [&](DropinProgram &p) { return p.output(kind, buffer); }); \
+  }
+DROPIN_OUTPUT_GETTERS(PTX, OutputKind::ptx)
+DROPIN_OUTPUT_GETTERS(CUBIN, OutputKind::cubin)
+DROPIN_OUTPUT_GETTERS(LTOIR, OutputKind::ltoir)
+DROPIN_OUTPUT_GETTERS(OptiXIR, OutputKind::optixir)
+#if PCACHE_NVRTC_MAJOR == 12
+// NVRTC 12's deprecated names of the LTO-IR getters (nvrtc.h: "Please use nvrtcGetLTOIR").
+DROPIN_OUTPUT_GETTERS(NVVM, OutputKind::ltoir)
+#endif
+
+DROPIN_API nvrtcResult nvrtcGetProgramLogSize(nvrtcProgram prog, size_t *size) {
+  return with_program(__func__, prog, [&](DropinProgram &p) { return p.log_size(size); });
+}
+
+DROPIN_API nvrtcResult nvrtcGetProgramLog(nvrtcProgram prog, char *log) {
+  return with_program(__func__, prog, [&](DropinProgram &p) { return p.log(log); });
+}
+
+DROPIN_API nvrtcResult nvrtcAddNameExpression(nvrtcProgram prog, const char *const expression) {
+  return with_program(__func__, prog,
+                      [&](DropinProgram &p) { return p.add_name_expression(expression); });
+}
+
+DROPIN_API nvrtcResult nvrtcGetLoweredName(nvrtcProgram prog, const char *const expression,
+                                           const char **lowered) {
+  return with_program(__func__, prog,
+                      [&](DropinProgram &p) { return p.lowered_name(expression, lowered); });
+}
+
+DROPIN_API nvrtcResult nvrtcGetPCHHeapSize(size_t *size) {
+  return guarded(__func__, [&] { return require(real_nvrtc().get_pch_heap_size, __func__)(size); });
+}
+
+DROPIN_API nvrtcResult nvrtcSetPCHHeapSize(size_t size) {
+  return guarded(__func__, [&] { return require(real_nvrtc().set_pch_heap_size, __func__)(size); });
+}
+
+DROPIN_API nvrtcResult nvrtcGetPCHCreateStatus(nvrtcProgram prog) {
+  return with_program(__func__, prog, [&](DropinProgram &p) { return p.pch_create_status(); });
+}
+
+DROPIN_API nvrtcResult nvrtcGetPCHHeapSizeRequired(nvrtcProgram prog, size_t *size) {
+  return with_program(__func__, prog,
+                      [&](DropinProgram &p) { return p.pch_heap_size_required(size); });
+}
+
+DROPIN_API nvrtcResult nvrtcSetFlowCallback(nvrtcProgram prog, int (*callback)(void *, void *),
+                                            void *payload) {
+  return with_program(__func__, prog,
+                      [&](DropinProgram &p) { return p.set_flow_callback(callback, payload); });
+}

@@ -1,0 +1,35 @@
+// Every output of one NVRTC compile, as the getters answered them: the payload of a drop-in entry
+// (target "nvrtc"). A hit replays these answers, so each getter returns what it returned after
+// the real compile: the same status, the same size, the same bytes.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "util/blob.hpp"
+
+namespace progcache::dropin {
+
+// The four outputs NVRTC 13 can have, in payload order.
+enum class OutputKind : int { ptx = 0, cubin = 1, ltoir = 2, optixir = 3 };
+inline constexpr int kOutputKinds = 4;
+
+struct OutputSlot {
+  int32_t size_result = 0;  // what nvrtcGet<X>Size returned
+  int32_t data_result = 0;  // what nvrtcGet<X> returned (size_result when the size call failed)
+  std::string bytes;        // nvrtcGet<X>'s bytes (size as nvrtcGet<X>Size reported it)
+};
+
+struct CompileOutputs {
+  OutputSlot slots[kOutputKinds];
+  const OutputSlot &operator[](OutputKind k) const { return slots[int(k)]; }
+  OutputSlot &operator[](OutputKind k) { return slots[int(k)]; }
+};
+
+std::string encode_outputs(const CompileOutputs &outputs);
+// nullopt when the bytes are not a payload this version wrote (a drop-in entry from a future
+// format, or damage the entry's checksum could not see): the caller compiles instead.
+std::optional<CompileOutputs> decode_outputs(ByteView payload);
+
+}  // namespace progcache::dropin

@@ -1,0 +1,80 @@
+// A program created through the drop-in NVRTC. It records what nvrtcCreateProgram and
+// nvrtcAddNameExpression are given; nvrtcCompileProgram looks the compile up in the cache (the key
+// pcache_compile would derive), and answers every getter from the entry on a hit. On a miss, and
+// for anything the cache cannot answer (a call before compiling, a failed compile, a flow
+// callback, PCH), the calls go to a real program of the real NVRTC, so they answer as it does.
+#pragma once
+
+#include <nvrtc.h>
+
+#include <mutex>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/compile.hpp"
+#include "outputs.hpp"
+
+namespace progcache::dropin {
+
+// The cache drop-in compiles go through: the one pcache_open(NULL, NULL) opens ($PCACHE_URI, the
+// config files, the default cache), opened on first use and closed at exit. Null when it cannot
+// be opened (reported once on stderr): the drop-in then compiles without one.
+Cache *dropin_cache();
+
+class DropinProgram {
+ public:
+  // nvrtcCreateProgram: validated as NVRTC validates; input the drop-in does not model (a NULL
+  // header name, say) is handed to the real NVRTC, which decides.
+  static nvrtcResult create(nvrtcProgram *out, const char *source, const char *name,
+                            int num_headers, const char *const *headers,
+                            const char *const *include_names);
+  // Wraps a program the real NVRTC created (__nvrtcCPEx): every call is forwarded.
+  static nvrtcResult adopt_real(nvrtcProgram *out, nvrtcProgram real);
+  // The live drop-in program behind handle, or null (never created here, or destroyed).
+  static DropinProgram *find(nvrtcProgram handle);
+  static nvrtcResult destroy(nvrtcProgram *handle);
+
+  nvrtcResult add_name_expression(const char *expression);
+  nvrtcResult compile(int num_options, const char *const *options);
+  nvrtcResult output_size(OutputKind kind, size_t *size);
+  nvrtcResult output(OutputKind kind, char *buffer);
+  nvrtcResult log_size(size_t *size);
+  nvrtcResult log(char *buffer);
+  nvrtcResult lowered_name(const char *expression, const char **lowered);
+  nvrtcResult set_flow_callback(int (*callback)(void *, void *), void *payload);
+  nvrtcResult pch_create_status();
+  nvrtcResult pch_heap_size_required(size_t *size);
+
+  ~DropinProgram();
+
+ private:
+  // recorded: not compiled yet; answered: the getters answer from outputs_ (a hit, or a stored
+  // miss); real: the real program answers (failed, uncached or forwarded compiles).
+  enum class State { recorded, answered, real };
+
+  DropinProgram() = default;
+  // The real program for this one, created (with the recorded name expressions) if need be.
+  nvrtcResult ensure_real();
+  void drop_real();
+  // A miss: compiles with the real NVRTC and collects every output (CompileOptions::runner).
+  NvrtcOutput run_real(int num_options, const char *const *options);
+  nvrtcResult compile_uncached(int num_options, const char *const *options);
+  ProgramDesc describe(const std::vector<std::string> &options) const;
+
+  std::mutex mutex_;
+  std::string source_;
+  bool has_name_ = false;
+  std::string name_;
+  std::vector<std::pair<std::string, std::string>> headers_;  // include name -> source
+  std::vector<std::string> name_expressions_;
+  nvrtcProgram real_ = nullptr;
+  bool forward_only_ = false;  // a flow callback or __nvrtcCPEx: the real program does it all
+  bool compiled_ = false;      // nvrtcCompileProgram has been called
+  State state_ = State::recorded;
+  CompileOutputs outputs_;
+  std::string log_;
+  std::vector<std::pair<std::string, std::string>> lowered_;
+};
+
+}  // namespace progcache::dropin

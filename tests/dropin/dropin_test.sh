@@ -1,0 +1,150 @@
+#!/usr/bin/env bash
+# The drop-in NVRTC, differentially: a program linked with -lnvrtc (nvrtc_client.c) runs on the
+# real NVRTC, then through `progcache run` cold (every compile a miss) and warm (every compile a
+# hit), and with PCACHE_DISABLE=1. Every status, size, log and output byte must match the real
+# NVRTC's; the warm run must be all hits and must not map the real libnvrtc.
+# With NVRTC 12 too (CLIENT12: the client built and linked for 12), the 12 drop-in is checked the
+# same way through the same cache: it forwards to 12, and no entry of one major answers the other.
+# Usage: dropin_test.sh PROGCACHE NVRTC_CLIENT REAL_NVRTC_DIR [CLIENT12 REAL_NVRTC12_DIR]
+set -u
+pc=$1 client=$2 real_dir=$3 client12=${4:-} real12_dir=${5:-}
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+export HOME=$work/home XDG_CONFIG_HOME=$work/config PCACHE_URI=sqlite:$work/cache.db
+unset PCACHE_DISABLE PCACHE_NVRTC_LIBRARY
+mkdir -p "$work/inc" "$HOME"
+printf '#define DISK_FACTOR 7\n' >"$work/inc/disk_header.h"
+failures=0
+fail() {
+  echo "FAIL: $*"
+  failures=$((failures + 1))
+}
+
+# run TAG MODE [launcher...]: the client's outputs in $work/TAG, its nvrtc mappings in TAG.maps.
+run() {
+  local tag=$1 mode=$2
+  shift 2
+  run_client "$client" "$tag" "$mode" "$@"
+}
+run_client() {
+  local client=$1 tag=$2 mode=$3
+  shift 3
+  mkdir -p "$work/$tag"
+  if ! "$@" "$client" "$mode" "$work/$tag" "$work/inc" "$work/$tag.maps" 2>"$work/$tag.err"; then
+    fail "$tag: the client failed: $(cat "$work/$tag.err")"
+  fi
+}
+same() {  # same TAG REFERENCE
+  if diff -r "$work/$2" "$work/$1" >"$work/$1.diff"; then
+    echo "ok: $1 answers exactly as $2 ($(ls "$work/$1" | wc -l) files)"
+  else
+    fail "$1 differs from $2: $(head -20 "$work/$1.diff")"
+  fi
+}
+maps_real() {  # whether TAG mapped a libnvrtc (of major ${2:-any}) that is not the drop-in
+  grep -v nvrtc-dropin "$work/$1.maps" | grep -v progcache/nvrtc | grep -q "libnvrtc\\.so\\.${2:-}"
+}
+stat_field() { "$pc" stats --json | python3 -c "import json,sys; print(json.load(sys.stdin)['$1'])"; }
+
+LD_LIBRARY_PATH=$real_dir run real kernels env
+grep -q 'compile: NVRTC_SUCCESS' "$work/real/transcript.txt" || fail "the real NVRTC compiled nothing"
+maps_real real || fail "the real run does not show the real libnvrtc in its maps (the check is blind)"
+
+run cold kernels "$pc" run --
+same cold real
+maps_real cold || fail "a cold run through the drop-in never loaded the real NVRTC"
+kernels=$(grep -c 'compile: NVRTC_SUCCESS' "$work/real/transcript.txt")
+misses=$(stat_field misses) hits=$(stat_field hits)
+[ "$misses" = "$kernels" ] && [ "$hits" = 0 ] || fail "cold: $hits hits, $misses misses (want 0, $kernels)"
+
+run warm kernels "$pc" run --
+same warm real
+! maps_real warm || fail "the warm run mapped the real libnvrtc: $(cat "$work/warm.maps")"
+hits=$(stat_field hits)
+[ "$hits" = "$kernels" ] || fail "warm: $hits hits, want $kernels"
+"$pc" ls >"$work/ls.txt"
+grep -q ' nvrtc .*templates\.cu$' "$work/ls.txt" || fail "ls does not show the drop-in's entries: $(cat "$work/ls.txt")"
+
+PCACHE_DISABLE=1 run disabled kernels "$pc" run --
+same disabled real
+[ "$(stat_field hits)" = "$kernels" ] || fail "PCACHE_DISABLE=1 still looked up"
+
+# A header on disk edited between runs: the next run compiles anew and matches the real NVRTC.
+printf '#define DISK_FACTOR 8\n' >"$work/inc/disk_header.h"
+LD_LIBRARY_PATH=$real_dir run real_edited kernels env
+run edited kernels "$pc" run --
+same edited real_edited
+cmp -s "$work/real/diskheaders.ptx" "$work/real_edited/diskheaders.ptx" &&
+  fail "editing the header changed nothing (the case is blind)"
+
+# Mistakes and failures: the drop-in answers them as NVRTC does, the second time too (a failed
+# compile is never stored).
+LD_LIBRARY_PATH=$real_dir run real_errors errors env
+grep -q 'compile: NVRTC_ERROR_COMPILATION' "$work/real_errors/transcript.txt" ||
+  fail "the error cases fail nothing"
+run errors_cold errors "$pc" run --
+same errors_cold real_errors
+run errors_warm errors "$pc" run --
+same errors_warm real_errors
+
+# `progcache run` itself.
+"$pc" run -- /nonexistent/command 2>/dev/null
+[ $? = 127 ] || fail "run of a missing command does not exit 127"
+"$pc" run 2>/dev/null
+[ $? = 2 ] || fail "run without a command does not exit 2"
+out=$("$pc" --cache "sqlite:$work/other.db" run -- sh -c 'echo "$PCACHE_URI|$LD_LIBRARY_PATH"')
+case $out in
+  "sqlite:$work/other.db|"*nvrtc-dropin*) echo "ok: run sets PCACHE_URI and LD_LIBRARY_PATH" ;;
+  *) fail "run's environment: $out" ;;
+esac
+out=$("$pc" run --preload -- sh -c 'echo "$LD_PRELOAD"')
+case $out in
+  *nvrtc-dropin/libnvrtc.so.*) echo "ok: run --preload preloads the drop-in" ;;
+  *) fail "run --preload: $out" ;;
+esac
+
+# NVIDIA's Python bindings (they dlopen libnvrtc.so.N by name), through a cache of their own.
+if [ -n "${PCACHE_TEST_CUDA_CORE:-}" ]; then
+  py=(env PYTHONPATH="$PCACHE_TEST_CUDA_CORE" python3 "$(cd "$(dirname "$0")" && pwd)/cuda_bindings_client.py")
+  for tag in py_real py_cold py_warm; do mkdir -p "$work/$tag"; done
+  LD_LIBRARY_PATH=$real_dir "${py[@]}" "$work/py_real" "$work/inc" "$work/py_real.maps" ||
+    fail "cuda-bindings on the real NVRTC failed"
+  maps_real py_real || fail "cuda-bindings did not load the real NVRTC (the check is blind)"
+  for tag in py_cold py_warm; do
+    PCACHE_URI=sqlite:$work/py.db "$pc" run -- "${py[@]}" "$work/$tag" "$work/inc" "$work/$tag.maps" ||
+      fail "cuda-bindings through the drop-in ($tag) failed"
+  done
+  same py_cold py_real
+  same py_warm py_real
+  ! maps_real py_warm || fail "cuda-bindings' warm run mapped the real libnvrtc"
+  py_hits=$(PCACHE_URI=sqlite:$work/py.db stat_field hits)
+  [ "$py_hits" = 5 ] || fail "cuda-bindings' warm run: $py_hits hits, want 5"
+else
+  echo "skip: cuda-bindings (PCACHE_TEST_CUDA_CORE unset: no PyPI)"
+fi
+
+if [ -n "$client12" ]; then
+  LD_LIBRARY_PATH=$real12_dir run_client "$client12" real12 kernels env
+  maps_real real12 12 || fail "the real 12 run does not show libnvrtc.so.12 in its maps"
+  hits=$(stat_field hits) misses=$(stat_field misses)
+  # The drop-in finds the real 12 where the loader would: on LD_LIBRARY_PATH after itself.
+  LD_LIBRARY_PATH=$real12_dir run_client "$client12" cold12 kernels "$pc" run --
+  same cold12 real12
+  [ "$(stat_field misses)" = $((misses + kernels)) ] && [ "$(stat_field hits)" = "$hits" ] ||
+    fail "NVRTC 12's cold run was answered by another major's entries"
+  LD_LIBRARY_PATH=$real12_dir run_client "$client12" warm12 kernels "$pc" run --
+  same warm12 real12
+  ! maps_real warm12 || fail "the warm 12 run mapped a real libnvrtc: $(cat "$work/warm12.maps")"
+  [ "$(stat_field hits)" = $((hits + kernels)) ] || fail "NVRTC 12's warm run was not all hits"
+  LD_LIBRARY_PATH=$real12_dir run_client "$client12" real12_errors errors env
+  LD_LIBRARY_PATH=$real12_dir run_client "$client12" errors12 errors "$pc" run --
+  same errors12 real12_errors
+  grep -q '^version: NVRTC_SUCCESS 12\.' "$work/errors12/transcript.txt" ||
+    fail "the 12 drop-in reports another version: $(grep ^version "$work/errors12/transcript.txt")"
+  run warm13_again kernels "$pc" run --
+  same warm13_again real_edited  # the header on disk says 8 since the edit
+  ! maps_real warm13_again || fail "13 after 12 mapped a real libnvrtc"
+fi
+
+[ "$failures" = 0 ] && echo "all drop-in checks passed"
+exit $((failures ? 1 : 0))
