@@ -87,6 +87,17 @@ same errors_cold real_errors
 run errors_warm errors "$pc" run --
 same errors_warm real_errors
 
+# Four threads compiling one program at once: one compiles, the others get its result; all
+# answer as the real NVRTC does, cold and warm.
+LD_LIBRARY_PATH=$real_dir run real_threads threads env
+misses=$(stat_field misses)
+run threads_cold threads "$pc" run --
+same threads_cold real_threads
+[ "$(stat_field misses)" = $((misses + 1)) ] || fail "4 threads compiling one program missed $(($(stat_field misses) - misses)) times, want 1"
+run threads_warm threads "$pc" run --
+same threads_warm real_threads
+! maps_real threads_warm || fail "the warm threads run mapped the real libnvrtc"
+
 # `progcache run` itself.
 "$pc" run -- /nonexistent/command 2>/dev/null
 [ $? = 127 ] || fail "run of a missing command does not exit 127"

@@ -1,14 +1,16 @@
 /* An NVRTC client written against nvrtc.h and linked with -lnvrtc, nothing of progcache: the
  * differential test runs it on the real NVRTC and on the drop-in (cold and warm) and compares
- * everything it writes. Usage: nvrtc_client kernels|errors OUTDIR INCLUDE_DIR MAPS_FILE
- * OUTDIR gets transcript.txt (every status, size and log) and one file per output's bytes;
+ * everything it writes. Usage: nvrtc_client kernels|errors|threads OUTDIR INCLUDE_DIR MAPS_FILE
+ * OUTDIR gets transcript.txt (every status, size and log; one per thread in threads mode, where
+ * four threads compile one program at once) and one file per output's bytes;
  * MAPS_FILE gets the lines of /proc/self/maps that name an nvrtc library. */
 #include <nvrtc.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static FILE *transcript;
+static __thread FILE *transcript;
 static const char *outdir;
 
 static void save(const char *case_name, const char *what, const char *bytes, size_t size) {
@@ -167,6 +169,35 @@ static void errors(void) {
   fprintf(transcript, "supported archs: %s %d\n", nvrtcGetErrorString(rc), n);
 }
 
+enum { kThreads = 4 };
+
+static void *compile_in_thread(void *arg) {
+  const int i = (int)(size_t)arg;
+  char path[4096], case_name[64];
+  snprintf(path, sizeof path, "%s/thread%d.txt", outdir, i);
+  snprintf(case_name, sizeof case_name, "thread%d", i);
+  if (!(transcript = fopen(path, "w"))) {
+    perror(path);
+    exit(2);
+  }
+  const char *exprs[] = {"scale<double>"};
+  const char *sm90[] = {"-arch=sm_90"};
+  run_case(case_name,
+           "template <typename T> __global__ void scale(T *x, T a) { x[threadIdx.x] *= a; }\n"
+           "// compiled by four threads at once\n",
+           "threads.cu", 0, NULL, NULL, exprs, 1, sm90, 1);
+  fclose(transcript);
+  return NULL;
+}
+
+/* Four threads compile the same program at once (NVRTC is thread-safe across programs). */
+static void threads(void) {
+  pthread_t t[kThreads];
+  for (int i = 0; i < kThreads; ++i)
+    if (pthread_create(&t[i], NULL, compile_in_thread, (void *)(size_t)i) != 0) exit(2);
+  for (int i = 0; i < kThreads; ++i) pthread_join(t[i], NULL);
+}
+
 static void dump_maps(const char *path) {
   FILE *in = fopen("/proc/self/maps", "r"), *out = fopen(path, "w");
   if (!in || !out) {
@@ -194,6 +225,8 @@ int main(int argc, char **argv) {
   }
   if (strcmp(argv[1], "kernels") == 0)
     kernels(argv[3]);
+  else if (strcmp(argv[1], "threads") == 0)
+    threads();
   else
     errors();
   fclose(transcript);
