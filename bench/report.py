@@ -134,6 +134,16 @@ for b in ("sqlite", "filestream"):
     if one and two and "hit_us" in one and "a" in two:
         both = 1e6 / two["a"]["hit_us"] + 1e6 / two["b"]["hit_us"]
         lines.append("| %s, processes (`progcache-ops`) | %.0f/s (1 process) | %.0f/s (2 processes) |" % (b, 1e6 / one["hit_us"], both))
+startup = next((o["result"] for o in ops if o["name"] == "dropin-startup"), None)
+if startup and "warm_ms" in startup:
+    r = startup["real_over_warm"]
+    lines += ["", "## The drop-in NVRTC: a process compiling 20 kernels at start-up (target ≥ 50×)", "",
+              "`bench/nvrtc_startup.c` (linked with `-lnvrtc`) compiles 20 kernels for sm_90 and exits;",
+              "`bench/dropin_startup.py` times whole processes, median of %d, the real and the warm runs"
+              % startup["runs"], "alternated. Cold: through `progcache run` with an empty cache.", "",
+              "| real NVRTC | drop-in, cold | drop-in, warm | real / warm |", "| --- | --- | --- | --- |",
+              "| %.0f ms | %.0f ms | %.1f ms | %.0f× %s |" % (startup["real_ms"], startup["cold_ms"],
+                                                   startup["warm_ms"], r, verdict(r, 50, lower_is_better=False))]
 mem = rows.get("BM_MemoryOverheadPerEntry/iterations:1", {})
 lines += ["", "Memory backend: %s heap bytes per entry beyond its 64-byte payload (100,000 entries; the entry record's 64-byte header and 16-byte alignment, the key, the hash-map node and the recency-list node)."
           % ("%.0f" % mem["bytes_per_entry_beyond_payload"] if "bytes_per_entry_beyond_payload" in mem else "n/a"), ""]

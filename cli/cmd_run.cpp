@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <climits>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -32,7 +33,8 @@ std::string dropin_directory() {
   Dl_info info{};
   if (!::dladdr(reinterpret_cast<void *>(&pcache_open), &info) || !info.dli_fname)
     throw Failure(PCACHE_ERR_IO, "cannot tell where libprogcache is loaded from");
-  std::string libdir = info.dli_fname;
+  char real[PATH_MAX];  // the loader's spelling may hold "bin/../lib" (RUNPATH $ORIGIN/../lib)
+  std::string libdir = ::realpath(info.dli_fname, real) ? real : info.dli_fname;
   libdir.erase(libdir.rfind('/') == std::string::npos ? 0 : libdir.rfind('/'));
   if (libdir.empty()) libdir = ".";
   for (const char *sub : {"/progcache/nvrtc", "/nvrtc-dropin"})

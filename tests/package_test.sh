@@ -44,6 +44,13 @@ LD_LIBRARY_PATH=$(dirname "$(find "$root" -name 'libprogcache.so.1')") "$work/co
 resolved=$(ldd "$root/bin/progcache" | awk '/libprogcache/{print $3}')
 case "$resolved" in "$root"/*) ;; *) echo "progcache resolves libprogcache to '$resolved', not the package's"; exit 1 ;; esac
 "$root/bin/progcache" --cache memory: stats >/dev/null
+# The drop-in NVRTC, in the command's package, off the loader's path, found by `progcache run`.
+dropin=$(ls "$root"/lib/*-linux-gnu/progcache/nvrtc/libnvrtc.so.13)
+[ "$(dpkg-deb -c "$(ls "$work"/debs/progcache_*.deb)" | grep -c 'progcache/nvrtc/libnvrtc.so.13$')" = 1 ]
+case "$("$root/bin/progcache" run -- sh -c 'echo "$LD_LIBRARY_PATH"')" in
+  "$(dirname "$dropin")"*) ;;
+  *) echo "progcache run does not put the packaged drop-in first"; exit 1 ;;
+esac
 # The Python package where Debian's python3 looks (/usr/lib/python3/dist-packages), working
 # against the packaged library.
 test -f "$root/lib/python3/dist-packages/progcache/__init__.py"

@@ -1,0 +1,45 @@
+"""Times a process that compiles 20 kernels at start-up (bench/nvrtc_startup.c) on the real NVRTC
+and through the drop-in (`progcache run`), cold (an empty cache each run) and warm, alternating
+the real and warm runs so that machine noise falls on both. Prints one JSON line: medians in ms.
+
+Usage: dropin_startup.py PROGCACHE NVRTC_STARTUP REAL_NVRTC_DIR [RUNS]
+"""
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+
+def timed(argv, env):
+    t0 = time.perf_counter()
+    subprocess.run(argv, env=env, check=True)
+    return (time.perf_counter() - t0) * 1e3
+
+
+def main():
+    progcache, client, real_dir = sys.argv[1:4]
+    runs = int(sys.argv[4]) if len(sys.argv) > 4 else 11
+    with tempfile.TemporaryDirectory() as tmp:
+        base = dict(os.environ, HOME=tmp, XDG_CONFIG_HOME=tmp)
+        base.pop("PCACHE_DISABLE", None)
+        real_env = dict(base, LD_LIBRARY_PATH=real_dir)
+        warm_env = dict(base, PCACHE_URI="sqlite:%s/warm.db" % tmp)
+        cold = []
+        for i in range(max(3, runs // 4)):
+            cold.append(timed([progcache, "run", "--", client],
+                              dict(base, PCACHE_URI="sqlite:%s/cold%d.db" % (tmp, i))))
+        timed([progcache, "run", "--", client], warm_env)  # fills the warm cache
+        real, warm = [], []
+        for _ in range(runs):
+            real.append(timed([client], real_env))
+            warm.append(timed([progcache, "run", "--", client], warm_env))
+    r, w, c = statistics.median(real), statistics.median(warm), statistics.median(cold)
+    print(json.dumps({"kernels": 20, "runs": runs, "real_ms": round(r, 2), "cold_ms": round(c, 2),
+                      "warm_ms": round(w, 2), "real_over_warm": round(r / w, 1)}))
+
+
+if __name__ == "__main__":
+    main()
