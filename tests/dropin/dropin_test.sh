@@ -62,6 +62,8 @@ same warm real
 ! maps_real warm || fail "the warm run mapped the real libnvrtc: $(cat "$work/warm.maps")"
 hits=$(stat_field hits)
 [ "$hits" = "$kernels" ] || fail "warm: $hits hits, want $kernels"
+saved=$(stat_field compile_us_saved)
+[ "$saved" -gt 0 ] || fail "warm hits saved no compile time in the shared statistics ($saved us)"
 "$pc" ls >"$work/ls.txt"
 grep -q ' nvrtc .*templates\.cu$' "$work/ls.txt" || fail "ls does not show the drop-in's entries: $(cat "$work/ls.txt")"
 
