@@ -52,7 +52,7 @@ nvrtcResult with_program(const char *function, nvrtcProgram handle, F &&f) noexc
 // nvrtcVersion without loading NVRTC: the builtins library it names carries major.minor
 // ("libnvrtc-builtins.so.13.0"), read from the file and remembered. Zero when it cannot tell.
 bool version_from_files(int *major, int *minor) {
-  const NvrtcIdentity id = current_nvrtc_identity(locate_nvrtc(), dropin_cache());
+  const NvrtcIdentity id = current_nvrtc_identity(locate_nvrtc(dropin_cache()), dropin_cache());
   const size_t at = id.builtins_path.rfind(".so.");
   if (at == std::string::npos) return false;
   return std::sscanf(id.builtins_path.c_str() + at + 4, "%d.%d", major, minor) == 2;

@@ -5,13 +5,14 @@
 #include <string>
 
 #include "cuda/nvrtc.hpp"
+#include "program.hpp"
 #include "util/error.hpp"
 
 namespace progcache::dropin {
 namespace {
 
 RealNvrtc load_real() {
-  Nvrtc &nvrtc = Nvrtc::load(locate_nvrtc());
+  Nvrtc &nvrtc = Nvrtc::load(locate_nvrtc(dropin_cache()));
   void *h = nvrtc.handle();
   RealNvrtc r{};
   auto resolve = [&](auto &fn, const char *name, bool required = true) {

@@ -1,7 +1,12 @@
 // Compiling through the cache with the real NVRTC: hits, misses, errors, single flight.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <chrono>
+#include <cstdlib>
 #include <cstring>
+#include <map>
+#include <optional>
 #include <thread>
 
 #include "core/cache.hpp"
@@ -246,4 +251,79 @@ TEST(Compile, NvrtcRefusingTheProgramIsACompileErrorWithItsLog) {
   pcache_compiled_data(r.r, &n);
   EXPECT_EQ(n, 0u);
   EXPECT_EQ(c.count(), 0u);  // nothing stored
+}
+
+namespace {
+
+// Memos in a map, as a cache keeps them (tests look inside).
+class MapMemos final : public progcache::MemoStore {
+ public:
+  std::map<std::string, std::string, std::less<>> memos;
+  std::optional<std::string> load_memo(std::string_view name) override {
+    auto it = memos.find(name);
+    return it == memos.end() ? std::nullopt : std::optional<std::string>(it->second);
+  }
+  void save_memo(std::string_view name, std::string_view value) override {
+    memos[std::string(name)] = std::string(value);
+  }
+  // The one NVRTC location memo.
+  std::string *location() {
+    for (auto &[name, value] : memos)
+      if (name.rfind("nvrtc-location/", 0) == 0) return &value;
+    return nullptr;
+  }
+};
+
+}  // namespace
+
+// A fresh process finds NVRTC from the location memo while no search directory changed (only
+// stats, no listing); the memo never names a library the search could not have chosen, and a
+// directory that changed sends it back to listing.
+TEST(NvrtcLocation, TheMemoAnswersOnlyForUnchangedDirectoriesAndCandidates) {
+  const std::string real = real_nvrtc();
+  // A search directory of our own, first on the path, holding a link to the real library: the
+  // scan chooses it (the first directory wins a tie), a memo naming the toolkit's is observable.
+  TempDir scratch, elsewhere;
+  const std::string dir = scratch.path();
+  ASSERT_EQ(::symlink(real.c_str(), (dir + "/libnvrtc.so.13").c_str()), 0);
+  const char *old_path = std::getenv("LD_LIBRARY_PATH");
+  ScopedEnv path("LD_LIBRARY_PATH", dir + (old_path ? ":" + std::string(old_path) : ""));
+  // Nothing searched ahead of it (an empty variable is no directory).
+  ScopedEnv no_explicit("PCACHE_NVRTC_LIBRARY", ""), no_home("CUDA_HOME", ""),
+      no_path("CUDA_PATH", "");
+  MapMemos memos;
+  progcache::forget_nvrtc_locations();
+  auto scanned = progcache::locate_nvrtc(&memos);
+  EXPECT_EQ(scanned.found_as, dir + "/libnvrtc.so.13");
+  EXPECT_EQ(scanned.path, real);
+  // Our directory changed less than 2 s ago: too recent to vouch for, nothing remembered.
+  EXPECT_EQ(memos.location(), nullptr);
+  std::this_thread::sleep_for(std::chrono::milliseconds(2100));
+  progcache::forget_nvrtc_locations();
+  (void)progcache::locate_nvrtc(&memos);
+  std::string *memo = memos.location();
+  ASSERT_NE(memo, nullptr);
+  const std::string good = *memo;
+  EXPECT_EQ(good.substr(0, good.find('\n')), dir + "/libnvrtc.so.13");
+
+  // Naming the toolkit's file (a candidate in the search) with the right stamps: used as is,
+  // which shows the memo answered and no listing did.
+  const std::string toolkit = "/usr/local/cuda/lib64/libnvrtc.so.13";
+  *memo = toolkit + good.substr(good.find('\n'));
+  progcache::forget_nvrtc_locations();
+  EXPECT_EQ(progcache::locate_nvrtc(&memos).found_as, toolkit);
+
+  // Naming a file outside the search (a planted library): refused, the scan answers.
+  const std::string planted = elsewhere.path() + "/libnvrtc.so.13";
+  ASSERT_EQ(::symlink(real.c_str(), planted.c_str()), 0);
+  *memo = planted + good.substr(good.find('\n'));
+  progcache::forget_nvrtc_locations();
+  EXPECT_EQ(progcache::locate_nvrtc(&memos).found_as, dir + "/libnvrtc.so.13");
+
+  // A directory that changed since (a name added): the memo is stale, the scan answers.
+  *memos.location() = toolkit + good.substr(good.find('\n'));
+  write_file(dir + "/unrelated", "x");
+  progcache::forget_nvrtc_locations();
+  EXPECT_EQ(progcache::locate_nvrtc(&memos).found_as, dir + "/libnvrtc.so.13");
+  progcache::forget_nvrtc_locations();
 }

@@ -7,11 +7,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "support/test_util.hpp"
 
@@ -204,6 +206,31 @@ TEST_F(Config, TheConfigFileNamesTheCacheAndTheSecret) {
   ::chmod(secret.c_str(), 0644);
   EXPECT_EQ(pcache_open(nullptr, nullptr, &c), PCACHE_ERR_PERMISSION);
   EXPECT_NE(std::strstr(pcache_last_error(), "secret_file"), nullptr) << pcache_last_error();
+}
+
+// The config files are parsed once per process while they stay unchanged (a cache's open reads
+// several settings); an edited file is read again, and its warnings are raised every time.
+TEST_F(Config, AnEditedConfigFileIsReadAgain) {
+  ScopedEnv no_dir("PCACHE_DIR", "");
+  ::unsetenv("PCACHE_DIR");
+  auto opened_uri = [&] {
+    pcache *c = nullptr;
+    EXPECT_EQ(pcache_open(nullptr, nullptr, &c), PCACHE_OK) << pcache_last_error();
+    std::string uri = c ? info(c).uri : "";
+    EXPECT_NE(std::strstr(pcache_last_error(), "unknown setting 'colour'"), nullptr)
+        << pcache_last_error();
+    if (c) {
+      EXPECT_EQ(pcache_close(c), PCACHE_OK);
+    }
+    return uri;
+  };
+  write_config("cache_uri = sqlite:" + dir_ + "/a.db\ncolour = red\n");
+  EXPECT_EQ(opened_uri(), "sqlite:" + dir_ + "/a.db");
+  std::this_thread::sleep_for(std::chrono::milliseconds(2100));  // old enough to be remembered
+  EXPECT_EQ(opened_uri(), "sqlite:" + dir_ + "/a.db");
+  EXPECT_EQ(opened_uri(), "sqlite:" + dir_ + "/a.db");                   // from what was remembered
+  write_config("cache_uri = sqlite:" + dir_ + "/b.db\ncolour = red\n");  // same size
+  EXPECT_EQ(opened_uri(), "sqlite:" + dir_ + "/b.db");
 }
 
 // A cap stored without the cache's secret is not believed by those who hold it: a neighbour who

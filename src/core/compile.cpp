@@ -75,7 +75,7 @@ std::shared_ptr<CompileResult> look_again(Cache *cache, const Key &key) {
 std::shared_ptr<CompileResult> compile_and_store(Cache *cache, const ProgramDesc &program,
                                                  const PreparedCompile &prepared, bool store,
                                                  const CompileOptions &options) {
-  const NvrtcLocation loc = locate_nvrtc();
+  const NvrtcLocation loc = locate_nvrtc(cache);
   Nvrtc &nvrtc = Nvrtc::load(loc);
   NvrtcOutput out = options.runner ? options.runner(program) : nvrtc.compile(program);
   auto r = std::make_shared<CompileResult>();
@@ -164,7 +164,7 @@ std::shared_ptr<CompileResult> compile_once_across_machines(Cache *cache,
 PreparedCompile prepare_compile(Cache *cache, const ProgramDesc &program) {
   (void)canonical_options(program.options, program.extra_digest.has_value());  // refuse early
   PreparedCompile prepared;
-  prepared.context.nvrtc_build = current_nvrtc_identity(locate_nvrtc(), cache).key_text();
+  prepared.context.nvrtc_build = current_nvrtc_identity(locate_nvrtc(cache), cache).key_text();
   char cwd[PATH_MAX];
   prepared.context.working_dir = ::getcwd(cwd, sizeof cwd) ? cwd : "";
   IncludeScan scan = scan_includes(program, cache);

@@ -4,7 +4,9 @@
 #include <dlfcn.h>
 #include <nvrtc.h>
 #include <sys/stat.h>
+#include <xxhash.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <climits>
@@ -13,9 +15,13 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <string_view>
 
 #include "util/error.hpp"
 #include "util/fork_guard.hpp"
+#include "util/hex.hpp"
+#include "util/stat_identity.hpp"
 #include "util/trust.hpp"
 
 namespace progcache {
@@ -77,6 +83,8 @@ std::string identity_of(const std::string &path, std::string *resolved) {
 
 namespace {
 NvrtcLocation scan_for_nvrtc();
+std::optional<NvrtcLocation> remembered_location(MemoStore *memos);
+void remember_location(MemoStore *memos, const NvrtcLocation &loc);
 
 struct SearchRestriction {
   int major = -1;  // -1: any
@@ -103,12 +111,22 @@ void restrict_nvrtc_search(int major, const std::string &self) {
   }
 }
 
-NvrtcLocation locate_nvrtc() {
-  // Scanning the library directories costs ~0.5 ms (thousands of files in the system
-  // directories), so it runs once per process and setting; each call then only re-stats the
-  // chosen file, which still notices an NVRTC replaced in place.
-  static ForkSafeMutex mutex;
-  static std::map<std::string, NvrtcLocation> found;
+namespace {
+// Scanning the library directories costs ~0.5 ms (thousands of files in the system directories),
+// so it runs once per process and setting; each call then only re-stats the chosen file, which
+// still notices an NVRTC replaced in place.
+ForkSafeMutex g_found_mutex;
+std::map<std::string, NvrtcLocation> g_found;
+}  // namespace
+
+void forget_nvrtc_locations() {
+  std::lock_guard lock(g_found_mutex);
+  g_found.clear();
+}
+
+NvrtcLocation locate_nvrtc(MemoStore *memos) {
+  auto &mutex = g_found_mutex;
+  auto &found = g_found;
   const char *env = trusted_env("PCACHE_NVRTC_LIBRARY");
   const std::string setting = env ? env : "";
   {
@@ -120,7 +138,10 @@ NvrtcLocation locate_nvrtc() {
       if (!loc.identity.empty()) return loc;
     }
   }
-  NvrtcLocation loc = scan_for_nvrtc();
+  std::optional<NvrtcLocation> remembered;
+  if (setting.empty()) remembered = remembered_location(memos);
+  NvrtcLocation loc = remembered ? *remembered : scan_for_nvrtc();
+  if (setting.empty() && !remembered) remember_location(memos, loc);
   std::lock_guard lock(mutex);
   found[setting] = loc;
   return loc;
@@ -160,6 +181,7 @@ NvrtcLocation scan_for_nvrtc() {
       if (id.empty() || is_self(resolved)) continue;
       best_major = major;
       loc.path = resolved;
+      loc.found_as = dir + "/" + n;
       loc.identity = id;
     }
     ::closedir(d);
@@ -171,6 +193,83 @@ NvrtcLocation scan_for_nvrtc() {
   }
   return loc;
 }
+}  // namespace
+
+namespace {
+
+// The location memo: which file a scan of the search directories chose, valid while every one of
+// them has the inode and mtime it had (adding, removing or renaming a name changes a directory's
+// mtime; retargeting a symlinked directory changes the inode). Named by the search it answers.
+struct LocationSearch {
+  std::vector<std::string> dirs;
+  std::string memo_name;
+};
+
+LocationSearch current_search() {
+  LocationSearch s;
+  s.dirs = search_dirs();
+  std::string text = "major " + std::to_string(g_restriction.major);
+  for (const std::string &d : s.dirs) text += "\n" + d;
+  const uint64_t h = XXH3_64bits(text.data(), text.size());
+  s.memo_name = "nvrtc-location/" + to_hex(ByteView(&h, sizeof h));
+  return s;
+}
+
+// "ino:mtime_ns" of dir, "-" when absent; racy when it changed too recently to vouch for.
+std::string dir_stamp(const std::string &dir, bool *racy) {
+  struct stat st;
+  if (::stat(dir.c_str(), &st) != 0) return "-";
+  const StatIdentity id = StatIdentity::of(st);
+  if (racy && id.is_racy()) *racy = true;
+  return std::to_string(id.ino) + ":" + std::to_string(id.mtime_ns);
+}
+
+// The file named libnvrtc.so.<digits> (of the restricted major) directly in one of dirs.
+bool is_candidate(const std::string &path, const std::vector<std::string> &dirs) {
+  const size_t slash = path.rfind('/');
+  if (slash == std::string::npos) return false;
+  const std::string dir = path.substr(0, slash), name = path.substr(slash + 1);
+  constexpr std::string_view prefix = "libnvrtc.so.";
+  if (name.compare(0, prefix.size(), prefix) != 0) return false;
+  const std::string digits = name.substr(prefix.size());
+  if (digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos) return false;
+  if (g_restriction.major >= 0 && std::atoi(digits.c_str()) != g_restriction.major) return false;
+  return std::find(dirs.begin(), dirs.end(), dir) != dirs.end();
+}
+
+std::optional<NvrtcLocation> remembered_location(MemoStore *memos) {
+  if (!memos) return std::nullopt;
+  const LocationSearch search = current_search();
+  const std::optional<std::string> memo = memos->load_memo(search.memo_name);
+  if (!memo) return std::nullopt;
+  // found_as, then one "dir\tstamp" line per search directory, in order.
+  std::vector<std::string> lines;
+  size_t start = 0;
+  for (size_t nl; (nl = memo->find('\n', start)) != std::string::npos; start = nl + 1)
+    lines.push_back(memo->substr(start, nl - start));
+  if (lines.size() != search.dirs.size() + 1) return std::nullopt;
+  for (size_t i = 0; i < search.dirs.size(); ++i)
+    if (lines[i + 1] != search.dirs[i] + "\t" + dir_stamp(search.dirs[i], nullptr))
+      return std::nullopt;
+  // Only a file the scan could have chosen: a memo never names a library outside the search.
+  NvrtcLocation loc;
+  loc.found_as = lines[0];
+  if (!is_candidate(loc.found_as, search.dirs)) return std::nullopt;
+  loc.identity = identity_of(loc.found_as, &loc.path);
+  if (loc.identity.empty() || is_self(loc.path)) return std::nullopt;
+  for (const std::string &dir : search.dirs) loc.tried.push_back(dir + "/libnvrtc.so.*");
+  return loc;
+}
+
+void remember_location(MemoStore *memos, const NvrtcLocation &loc) {
+  if (!memos || loc.found_as.empty()) return;
+  const LocationSearch search = current_search();
+  std::string memo = loc.found_as + "\n";
+  bool racy = false;
+  for (const std::string &dir : search.dirs) memo += dir + "\t" + dir_stamp(dir, &racy) + "\n";
+  if (!racy) memos->save_memo(search.memo_name, memo);
+}
+
 }  // namespace
 
 Nvrtc::Nvrtc() = default;

@@ -9,12 +9,14 @@
 #include <vector>
 
 #include "cuda/program.hpp"
+#include "util/memo_store.hpp"
 
 namespace progcache {
 
 // Which libnvrtc would be used, found by looking at files only (no dlopen).
 struct NvrtcLocation {
   std::string path;      // resolved (realpath) file
+  std::string found_as;  // the name it was found by (dir/libnvrtc.so.N); "" when given
   std::string identity;  // "path|size|mtime_ns|dev:ino": changes when the file changes
   std::vector<std::string> tried;
 };
@@ -22,7 +24,12 @@ struct NvrtcLocation {
 // $PCACHE_NVRTC_LIBRARY if set, else the libnvrtc.so.<major> with the highest major found in
 // $CUDA_HOME/lib64, $CUDA_PATH/lib64, $LD_LIBRARY_PATH, /usr/local/cuda/lib64 and the system
 // library directories. Throws Error(cuda_unavailable) listing the paths tried.
-NvrtcLocation locate_nvrtc();
+// Listing those directories (thousands of names in the system ones) is done once per process,
+// and with memos once while none of them changes: the result is remembered with each
+// directory's inode and mtime, so a later process only stats them (docs/keys.md).
+NvrtcLocation locate_nvrtc(MemoStore *memos = nullptr);
+// Tests: forgets what this process found, so the next locate_nvrtc() looks as a new process would.
+void forget_nvrtc_locations();
 
 // Narrows locate_nvrtc() for the rest of the process (the drop-in NVRTC, which sits in front of
 // the real library under its name): only libnvrtc.so.<major>, and never the file `self` (its

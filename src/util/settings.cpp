@@ -1,51 +1,90 @@
 #include "util/settings.hpp"
 
 #include <ini.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
+#include <map>
+#include <mutex>
 #include <string>
+#include <utility>
 
 #include "util/env.hpp"
 #include "util/error.hpp"
+#include "util/fork_guard.hpp"
+#include "util/stat_identity.hpp"
 #include "util/trust.hpp"
 #include "util/warning.hpp"
 
 namespace progcache {
 namespace {
 
-struct FileRead {
-  std::string_view wanted;
-  std::string path;
-  Setting found;
+// A config file as parsed: its settings (the last of a key wins) and the warnings parsing it
+// raised, in order.
+struct ParsedFile {
+  std::map<std::string, std::string, std::less<>> values;
+  std::vector<std::string> warnings;
 };
 
 int on_value(void *user, const char *section, const char *name, const char *value) {
-  auto *read = static_cast<FileRead *>(user);
+  auto *file = static_cast<std::pair<const std::string *, ParsedFile *> *>(user);
   bool known = false;
   for (const SettingSpec &s : setting_specs()) known |= name == std::string_view(s.key);
   if (!known || (section && *section)) {
-    set_thread_warning("config file " + read->path + ": unknown setting '" +
-                       (section && *section ? std::string(section) + "." : std::string()) + name +
-                       "' ignored (known: cache_uri, max_size, secret_file, allow_shared)");
+    file->second->warnings.push_back(
+        "config file " + *file->first + ": unknown setting '" +
+        (section && *section ? std::string(section) + "." : std::string()) + name +
+        "' ignored (known: cache_uri, max_size, secret_file, allow_shared, umask)");
     return 1;
   }
-  if (name == read->wanted) read->found = Setting{value, read->path};  // the last one wins
+  file->second->values[name] = value;
   return 1;
 }
 
-// key from the file at path, if the file has it.
-Setting read_file_setting(const std::string &path, std::string_view key) {
-  FileRead read{key, path, {}};
+ParsedFile parse_file(const std::string &path) {
+  ParsedFile parsed;
   FILE *f = std::fopen(path.c_str(), "re");
-  if (!f) return {};
-  const int bad_line = ini_parse_file(f, on_value, &read);
+  if (!f) return parsed;
+  std::pair<const std::string *, ParsedFile *> user{&path, &parsed};
+  const int bad_line = ini_parse_file(f, on_value, &user);
   std::fclose(f);
   if (bad_line > 0)
-    set_thread_warning("config file " + path + ": line " + std::to_string(bad_line) +
-                       " is not 'key = value'; read up to it");
-  return read.found;
+    parsed.warnings.push_back("config file " + path + ": line " + std::to_string(bad_line) +
+                              " is not 'key = value'; read up to it");
+  return parsed;
+}
+
+// The file at path, parsed once per process while stat shows it unchanged (a cache's open
+// looks up several settings; each used to parse both files again). A file changed in the last
+// 2 s is parsed each time, as the header memos treat such files.
+ParsedFile read_config_file(const std::string &path) {
+  static ForkSafeMutex mutex;
+  static std::map<std::string, std::pair<std::string, ParsedFile>> parsed;  // path -> (stat, file)
+  struct stat st;
+  const bool exists = ::stat(path.c_str(), &st) == 0;
+  if (!exists) return {};
+  const StatIdentity id = StatIdentity::of(st);
+  {
+    std::lock_guard lock(mutex);
+    if (auto it = parsed.find(path); it != parsed.end() && it->second.first == id.text())
+      return it->second.second;
+  }
+  ParsedFile file = parse_file(path);
+  if (!id.is_racy()) {
+    std::lock_guard lock(mutex);
+    parsed[path] = {id.text(), file};
+  }
+  return file;
+}
+
+// key from the file at path, if the file has it; the file's warnings raised again.
+Setting read_file_setting(const std::string &path, std::string_view key) {
+  const ParsedFile file = read_config_file(path);
+  for (const std::string &w : file.warnings) set_thread_warning(w);
+  auto it = file.values.find(key);
+  return it == file.values.end() ? Setting{} : Setting{it->second, path};
 }
 
 }  // namespace
