@@ -134,6 +134,21 @@ for b in ("sqlite", "filestream"):
     if one and two and "hit_us" in one and "a" in two:
         both = 1e6 / two["a"]["hit_us"] + 1e6 / two["b"]["hit_us"]
         lines.append("| %s, processes (`progcache-ops`) | %.0f/s (1 process) | %.0f/s (2 processes) |" % (b, 1e6 / one["hit_us"], both))
+fresh = next((o["result"] for o in ops if o["name"] == "fresh-process"), None)
+if fresh and "app_ms" in fresh:
+    lines += ["", "## A fresh process's hit (target ≤ 2× the floor)", "",
+              "Whole processes, median of %d, run in turn: the floor reads `examples/kernels.cu`'s cubin"
+              % fresh["runs"],
+              "from a file and writes it out (`bench/read_write.c`); `fresh_hit` (`bench/fresh_hit.c`)",
+              "opens the default SQLite cache, compiles the kernel through it (a hit) and writes the cubin;",
+              "the command is `progcache compile k.cu --arch sm_90 -o out`; `progcache version` starts with",
+              "the library loaded and does nothing.", "",
+              "| floor | `progcache version` | C program, hit | ratio | `progcache compile`, hit | ratio |",
+              "| --- | --- | --- | --- | --- | --- |",
+              "| %.1f ms | %.1f ms | %.1f ms | %.2f× %s | %.1f ms | %.2f× %s |" % (
+                  fresh["floor_ms"], fresh["version_ms"], fresh["app_ms"], fresh["app_ratio"],
+                  verdict(fresh["app_ratio"], 2.0), fresh["cli_ms"], fresh["cli_ratio"],
+                  verdict(fresh["cli_ratio"], 2.0))]
 startup = next((o["result"] for o in ops if o["name"] == "dropin-startup"), None)
 if startup and "warm_ms" in startup:
     r = startup["real_over_warm"]
