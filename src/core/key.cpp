@@ -7,6 +7,9 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <unordered_map>
+#include <utility>
+#include <vector>
 
 #include "util/endian.hpp"
 #include "util/env.hpp"
@@ -22,8 +25,10 @@ constexpr std::string_view kSchemaSha256 = "progcache-key/2/sha256";
 enum class OptKind { plain, needs_digest, refused };
 
 struct OptSpec {
-  const char *canonical;   // long spelling, with its two dashes
-  const char *short_form;  // nullptr if none
+  // string_views, so that matching compares lengths first and never runs strlen (it did, for
+  // every spelling of every option on every key: a third of pcache_make_key's time).
+  std::string_view canonical;   // long spelling, with its two dashes
+  std::string_view short_form;  // empty if none
   bool takes_value;
   bool value_attaches;  // "-DNAME": the short form may carry its value with no separator
   OptKind kind;
@@ -95,20 +100,40 @@ struct Match {
   bool merge = true;  // false: a spelling whose meaning NVRTC has not shown equal to the others
 };
 
+// Every spelling, for matching in one lookup instead of a walk of the table.
+struct OptionIndex {
+  std::unordered_map<std::string_view, std::pair<const OptSpec *, bool>> by_spelling;  // is short
+  std::vector<std::pair<std::string_view, const OptSpec *>> attaching;  // "-D", "-U", "-I"
+};
+
+const OptionIndex &option_index() {
+  static const OptionIndex index = [] {
+    OptionIndex i;
+    for (const OptSpec &s : kOptions) {
+      i.by_spelling.emplace(s.canonical, std::pair{&s, false});  // the first spec keeps a spelling
+      if (!s.short_form.empty()) i.by_spelling.emplace(s.short_form, std::pair{&s, true});
+      if (s.value_attaches && !s.short_form.empty()) i.attaching.emplace_back(s.short_form, &s);
+    }
+    return i;
+  }();
+  return index;
+}
+
 Match match_option(std::string_view opt) {
-  for (const OptSpec &s : kOptions) {
-    for (const char *spelling : {s.canonical, s.short_form}) {
-      if (!spelling) continue;
-      const std::string_view sp = spelling;
-      if (opt == sp) return {&s, std::nullopt};
-      if (s.takes_value && opt.size() > sp.size() && opt.substr(0, sp.size()) == sp) {
-        // "-D=X" may mean X or "=X": kept apart from "--define-macro=X" and "-DX".
-        if (opt[sp.size()] == '=')
-          return {&s, opt.substr(sp.size() + 1), !(s.value_attaches && spelling == s.short_form)};
-        if (s.value_attaches && spelling == s.short_form) return {&s, opt.substr(sp.size())};
-      }
+  const OptionIndex &index = option_index();
+  if (auto it = index.by_spelling.find(opt); it != index.by_spelling.end())
+    return {it->second.first, std::nullopt};
+  if (const size_t eq = opt.find('='); eq != std::string_view::npos) {
+    auto it = index.by_spelling.find(opt.substr(0, eq));
+    if (it != index.by_spelling.end() && it->second.first->takes_value) {
+      const OptSpec *spec = it->second.first;
+      // "-D=X" may mean X or "=X": kept apart from "--define-macro=X" and "-DX".
+      return {spec, opt.substr(eq + 1), !(spec->value_attaches && it->second.second)};
     }
   }
+  for (const auto &[spelling, spec] : index.attaching)
+    if (opt.size() > spelling.size() && opt.substr(0, spelling.size()) == spelling)
+      return {spec, opt.substr(spelling.size())};
   return {};
 }
 

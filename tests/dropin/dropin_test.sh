@@ -110,11 +110,13 @@ case $out in
   "sqlite:$work/other.db|"*nvrtc-dropin*) echo "ok: run sets PCACHE_URI and LD_LIBRARY_PATH" ;;
   *) fail "run's environment: $out" ;;
 esac
-out=$("$pc" run --preload -- sh -c 'echo "$LD_PRELOAD"')
-case $out in
-  *nvrtc-dropin/libnvrtc.so.*) echo "ok: run --preload preloads the drop-in" ;;
-  *) fail "run --preload: $out" ;;
-esac
+if [ -z "${PCACHE_TEST_SANITIZED:-}" ]; then  # a sanitized drop-in cannot be preloaded into sh
+  out=$("$pc" run --preload -- sh -c 'echo "$LD_PRELOAD"')
+  case $out in
+    *nvrtc-dropin/libnvrtc.so.*) echo "ok: run --preload preloads the drop-in" ;;
+    *) fail "run --preload: $out" ;;
+  esac
+fi
 
 # NVIDIA's Python bindings (they dlopen libnvrtc.so.N by name), through a cache of their own.
 if [ -n "${PCACHE_TEST_CUDA_CORE:-}" ]; then
