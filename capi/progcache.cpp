@@ -345,8 +345,7 @@ pcache_status pcache_make_key(const pcache_program *program, uint8_t *key_out) {
   return guarded(__func__, [&] {
     if (!key_out) throw invalid("key_out is NULL");
     const progcache::ProgramDesc desc = to_desc(program);
-    (void)progcache::canonical_options(desc.options,
-                                       desc.extra_digest.has_value());  // refuse early
+    (void)progcache::program_options(desc);  // refuse early
     progcache::IncludeScan scan = progcache::scan_includes(desc, nullptr);
     if (!scan.uncacheable.empty())
       throw invalid("this program cannot be keyed: " + scan.uncacheable);

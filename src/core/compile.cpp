@@ -162,7 +162,7 @@ std::shared_ptr<CompileResult> compile_once_across_machines(Cache *cache,
 }  // namespace
 
 PreparedCompile prepare_compile(Cache *cache, const ProgramDesc &program) {
-  (void)canonical_options(program.options, program.extra_digest.has_value());  // refuse early
+  (void)program_options(program);  // refuse early
   PreparedCompile prepared;
   prepared.context.nvrtc_build = current_nvrtc_identity(locate_nvrtc(cache), cache).key_text();
   char cwd[PATH_MAX];

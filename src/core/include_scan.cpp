@@ -563,7 +563,8 @@ std::string manifest_name(const ProgramDesc &p) {
     in.append(v.data(), v.size());
   };
   add(p.name);
-  add(p.source.str());
+  const ContentDigest &source = source_digest(p);  // the key's too: the source is hashed once
+  add(std::string_view(reinterpret_cast<const char *>(source.data()), source.size()));
   for (std::string_view o : p.options) add(o);
   in += '\0';
   for (const auto &[n, t] : p.headers) {

@@ -19,8 +19,9 @@ namespace progcache {
 namespace {
 
 // Key schema: bump when the encoding below changes, so old entries become unreachable.
-constexpr std::string_view kSchemaBlake2 = "progcache-key/2/blake2b-512/256";
-constexpr std::string_view kSchemaSha256 = "progcache-key/2/sha256";
+// 3: the source enters as its digest (hashed once per call, shared with the include manifest).
+constexpr std::string_view kSchemaBlake2 = "progcache-key/3/blake2b-512/256";
+constexpr std::string_view kSchemaSha256 = "progcache-key/3/sha256";
 
 enum class OptKind { plain, needs_digest, refused };
 
@@ -137,18 +138,54 @@ Match match_option(std::string_view opt) {
   return {};
 }
 
+// Digest contexts kept per thread for reuse: allocating and cleansing one per key was a fixed
+// cost of every key. A few, since a Hasher may be live while another hashes a field.
+class DigestContextPool {
+ public:
+  ~DigestContextPool() {
+    for (EVP_MD_CTX *c : free_) EVP_MD_CTX_free(c);
+  }
+  EVP_MD_CTX *take() {
+    if (free_.empty()) return EVP_MD_CTX_new();
+    EVP_MD_CTX *c = free_.back();
+    free_.pop_back();
+    return c;
+  }
+  void give_back(EVP_MD_CTX *c) {
+    if (free_.size() < 4) {
+      free_.push_back(c);
+    } else {
+      EVP_MD_CTX_free(c);
+    }
+  }
+  static DigestContextPool &this_thread() {
+    thread_local DigestContextPool pool;
+    return pool;
+  }
+
+ private:
+  std::vector<EVP_MD_CTX *> free_;
+};
+
 class Hasher {
  public:
-  explicit Hasher(bool with_schema = true) : ctx_(EVP_MD_CTX_new()) {
+  explicit Hasher(bool with_schema = true) : ctx_(DigestContextPool::this_thread().take()) {
     if (!ctx_) throw std::bad_alloc();
     const Algo &a = algo();
     if (EVP_DigestInit_ex2(ctx_.get(), a.md, nullptr) != 1)
       throw Error(Status::internal, "OpenSSL digest init failed");
     if (with_schema) field(0, a.schema);
   }
+  // Small fields are gathered and handed to OpenSSL together: a digest update per tag, length
+  // and value cost more than the hashing itself for a key's dozens of short fields.
   void raw(const void *d, size_t n) {
-    if (n && EVP_DigestUpdate(ctx_.get(), d, n) != 1)
-      throw Error(Status::internal, "OpenSSL digest update failed");
+    if (pending_ + n <= sizeof buffer_) {
+      std::memcpy(buffer_ + pending_, d, n);
+      pending_ += n;
+      return;
+    }
+    flush();
+    update(d, n);
   }
   void u64(uint64_t v) {
     uint8_t b[8];
@@ -167,6 +204,7 @@ class Hasher {
     u64(v);
   }
   Key finish() {
+    flush();
     uint8_t out[EVP_MAX_MD_SIZE];
     unsigned int n = 0;
     if (EVP_DigestFinal_ex(ctx_.get(), out, &n) != 1 || n < kKeySize)
@@ -203,9 +241,19 @@ class Hasher {
 
  private:
   struct CtxFree {
-    void operator()(EVP_MD_CTX *c) const { EVP_MD_CTX_free(c); }
+    void operator()(EVP_MD_CTX *c) const { DigestContextPool::this_thread().give_back(c); }
   };
+  void update(const void *d, size_t n) {
+    if (n && EVP_DigestUpdate(ctx_.get(), d, n) != 1)
+      throw Error(Status::internal, "OpenSSL digest update failed");
+  }
+  void flush() {
+    update(buffer_, pending_);
+    pending_ = 0;
+  }
   std::unique_ptr<EVP_MD_CTX, CtxFree> ctx_;
+  uint8_t buffer_[512];
+  size_t pending_ = 0;
 };
 
 enum Tag : uint8_t {
@@ -305,7 +353,7 @@ void check_program(const ProgramDesc &p) {
 Key derive_key(const ProgramDesc &p, const CompileContext *context) {
   check_program(p);
   const bool digest = p.extra_digest.has_value();
-  const std::vector<std::string> opts = canonical_options(p.options, digest);
+  const std::vector<std::string> &opts = program_options(p);
 
   Hasher h;
   h.field(kTagName, p.name);
@@ -315,7 +363,8 @@ Key derive_key(const ProgramDesc &p, const CompileContext *context) {
     h.field(kTagNvrtcBuild, context->nvrtc_build);
   else
     h.number(kTagNvrtcVersion, p.nvrtc_version);
-  h.field(kTagSource, p.source);
+  const ContentDigest &source = source_digest(p);
+  h.field(kTagSource, ByteView(source.data(), source.size()));
   h.number(kTagOptionCount, opts.size());
   for (const std::string &o : opts) h.field(kTagOption, o);
 
@@ -359,6 +408,18 @@ ContentDigest content_digest(ByteView bytes) {
   return d;
 }
 
+const std::vector<std::string> &program_options(const ProgramDesc &program) {
+  if (!program.canonical_options)
+    program.canonical_options =
+        canonical_options(program.options, program.extra_digest.has_value());
+  return *program.canonical_options;
+}
+
+const ContentDigest &source_digest(const ProgramDesc &program) {
+  if (!program.source_digest) program.source_digest = content_digest(program.source);
+  return *program.source_digest;
+}
+
 std::vector<std::pair<std::string, std::string>> key_fields(const ProgramDesc &p,
                                                             const CompileContext *context) {
   auto digest = [](ByteView v) {
@@ -378,7 +439,7 @@ std::vector<std::pair<std::string, std::string>> key_fields(const ProgramDesc &p
   else
     f.emplace_back("nvrtc_version", std::to_string(p.nvrtc_version));
   f.emplace_back("source", digest(p.source));
-  const auto opts = canonical_options(p.options, p.extra_digest.has_value());
+  const auto &opts = program_options(p);
   f.emplace_back("options", std::to_string(opts.size()));
   for (size_t i = 0; i < opts.size(); ++i)
     f.emplace_back("option[" + std::to_string(i) + "]", opts[i]);

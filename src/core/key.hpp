@@ -63,5 +63,10 @@ const char *key_hash_name();
 
 // BLAKE2b-256 (SHA-256 under FIPS) of bytes: what header contents are keyed by.
 [[nodiscard]] ContentDigest content_digest(ByteView bytes);
+// canonical_options of the program's options, computed on first use and kept in the program.
+// Throws as canonical_options does.
+const std::vector<std::string> &program_options(const ProgramDesc &program);
+// content_digest of the program's source, computed on first use and kept in the program.
+const ContentDigest &source_digest(const ProgramDesc &program);
 
 }  // namespace progcache

@@ -2,8 +2,10 @@
 // views point into the caller's memory for the duration of a call).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
+#include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
@@ -27,6 +29,11 @@ struct ProgramDesc {
   std::vector<std::pair<std::string_view, std::string_view>> headers;
   std::vector<std::string_view> name_expressions;
   std::optional<ByteView> extra_digest;
+  // The source's digest, computed once per call and shared by the include manifest and the key
+  // (core/key.cpp: source_digest); empty until then.
+  mutable std::optional<std::array<uint8_t, 32>> source_digest;
+  // The options canonicalised (core/key.cpp: program_options), likewise once per call.
+  mutable std::optional<std::vector<std::string>> canonical_options;
 };
 
 }  // namespace progcache
