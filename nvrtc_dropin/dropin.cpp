@@ -105,11 +105,12 @@ DROPIN_API nvrtcResult nvrtcVersion(int *major, int *minor) {
 }
 
 DROPIN_API nvrtcResult nvrtcGetNumSupportedArchs(int *num_archs) {
-  return guarded(__func__, [&] { return real_nvrtc().num_supported_archs(num_archs); });
+  return guarded(__func__,
+                 [&] { return require(real_nvrtc().num_supported_archs, __func__)(num_archs); });
 }
 
 DROPIN_API nvrtcResult nvrtcGetSupportedArchs(int *archs) {
-  return guarded(__func__, [&] { return real_nvrtc().supported_archs(archs); });
+  return guarded(__func__, [&] { return require(real_nvrtc().supported_archs, __func__)(archs); });
 }
 
 DROPIN_API nvrtcResult nvrtcCreateProgram(nvrtcProgram *prog, const char *src, const char *name,

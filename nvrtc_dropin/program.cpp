@@ -46,7 +46,7 @@ struct OutputGetters {
   nvrtcResult (*data)(nvrtcProgram, char *);
 };
 
-OutputGetters getters_of(const RealNvrtc &real, OutputKind kind) {
+OutputGetters getters_of(const NvrtcApi &real, OutputKind kind) {
   switch (kind) {
     case OutputKind::ptx:
       return {real.ptx_size, real.ptx};
@@ -57,10 +57,11 @@ OutputGetters getters_of(const RealNvrtc &real, OutputKind kind) {
     case OutputKind::optixir:
       break;
   }
-  return {real.optixir_size, real.optixir};
+  return {require(real.optixir_size, "nvrtcGetOptiXIRSize"),
+          require(real.optixir, "nvrtcGetOptiXIR")};
 }
 
-std::string real_log(const RealNvrtc &real, nvrtcProgram program) {
+std::string real_log(const NvrtcApi &real, nvrtcProgram program) {
   size_t size = 0;
   if (real.log_size(program, &size) != NVRTC_SUCCESS || size == 0) return "";
   std::string log(size, '\0');
@@ -141,7 +142,7 @@ nvrtcResult DropinProgram::ensure_real() {
     names.push_back(n.c_str());
     sources.push_back(s.c_str());
   }
-  const RealNvrtc &real = real_nvrtc();
+  const NvrtcApi &real = real_nvrtc();
   nvrtcResult rc = real.create(&real_, source_.c_str(), has_name_ ? name_.c_str() : nullptr,
                                int(names.size()), sources.data(), names.data());
   if (rc != NVRTC_SUCCESS) {
@@ -180,7 +181,7 @@ NvrtcOutput DropinProgram::run_real(int num_options, const char *const *options)
   NvrtcOutput out;
   drop_real();  // a program compiled again starts afresh, as NVRTC's does
   if ((out.nvrtc_result = ensure_real()) != NVRTC_SUCCESS) return out;
-  const RealNvrtc &real = real_nvrtc();
+  const NvrtcApi &real = real_nvrtc();
   const auto t0 = std::chrono::steady_clock::now();
   const nvrtcResult rc = real.compile(real_, num_options, options);
   out.compile_us = uint64_t(

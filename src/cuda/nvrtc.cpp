@@ -26,25 +26,6 @@
 
 namespace progcache {
 
-struct Nvrtc::Api {
-  void *handle = nullptr;
-  decltype(&::nvrtcVersion) version;
-  decltype(&::nvrtcGetErrorString) error_string;
-  decltype(&::nvrtcCreateProgram) create;
-  decltype(&::nvrtcDestroyProgram) destroy;
-  decltype(&::nvrtcCompileProgram) compile;
-  decltype(&::nvrtcGetProgramLogSize) log_size;
-  decltype(&::nvrtcGetProgramLog) log;
-  decltype(&::nvrtcGetPTXSize) ptx_size;
-  decltype(&::nvrtcGetPTX) ptx;
-  decltype(&::nvrtcGetCUBINSize) cubin_size;
-  decltype(&::nvrtcGetCUBIN) cubin;
-  decltype(&::nvrtcGetLTOIRSize) ltoir_size;
-  decltype(&::nvrtcGetLTOIR) ltoir;
-  decltype(&::nvrtcAddNameExpression) add_name_expression;
-  decltype(&::nvrtcGetLoweredName) lowered_name;
-};
-
 namespace {
 
 std::vector<std::string> search_dirs() {
@@ -279,6 +260,10 @@ void *Nvrtc::handle() const {
   return api_->handle;
 }
 
+const NvrtcApi &Nvrtc::api() const {
+  return *api_;
+}
+
 namespace {
 ForkSafeMutex g_loaded_mutex;
 std::map<std::string, std::unique_ptr<Nvrtc>> g_loaded;  // lives as long as the process
@@ -298,7 +283,7 @@ Nvrtc &Nvrtc::load(const NvrtcLocation &where) {
   if (!h)
     throw Error(Status::cuda_unavailable,
                 "cannot load NVRTC '" + where.path + "': " + (::dlerror() ?: "unknown error"));
-  auto api = std::make_unique<Api>();
+  auto api = std::make_unique<NvrtcApi>();
   api->handle = h;
   bool missing = false;
   std::string missing_name;
@@ -324,6 +309,21 @@ Nvrtc &Nvrtc::load(const NvrtcLocation &where) {
   resolve(api->ltoir, "nvrtcGetLTOIR");
   resolve(api->add_name_expression, "nvrtcAddNameExpression");
   resolve(api->lowered_name, "nvrtcGetLoweredName");
+  // What only a caller forwarding the whole API needs (the drop-in NVRTC): null when absent
+  // (before NVRTC 12.4 for the PCH and flow-callback calls; __nvrtcCPEx is private).
+  auto optional = [&](auto &fn, const char *name) {
+    fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(::dlsym(h, name));
+  };
+  optional(api->num_supported_archs, "nvrtcGetNumSupportedArchs");
+  optional(api->supported_archs, "nvrtcGetSupportedArchs");
+  optional(api->optixir_size, "nvrtcGetOptiXIRSize");
+  optional(api->optixir, "nvrtcGetOptiXIR");
+  optional(api->get_pch_heap_size, "nvrtcGetPCHHeapSize");
+  optional(api->set_pch_heap_size, "nvrtcSetPCHHeapSize");
+  optional(api->pch_create_status, "nvrtcGetPCHCreateStatus");
+  optional(api->pch_heap_size_required, "nvrtcGetPCHHeapSizeRequired");
+  optional(api->set_flow_callback, "nvrtcSetFlowCallback");
+  optional(api->create_ex, "__nvrtcCPEx");
   if (missing) {
     ::dlclose(h);
     throw Error(Status::cuda_unavailable,
@@ -362,7 +362,7 @@ NvrtcOutput Nvrtc::compile(const ProgramDesc &p) const {
 }
 
 void Nvrtc::compile_into(const ProgramDesc &p, NvrtcOutput &out) const {
-  const Api &a = *api_;
+  const NvrtcApi &a = *api_;
   auto check = [&](nvrtcResult r, const char *what) {
     if (r == NVRTC_SUCCESS) return;
     if (r == NVRTC_ERROR_OUT_OF_MEMORY)
@@ -392,7 +392,7 @@ void Nvrtc::compile_into(const ProgramDesc &p, NvrtcOutput &out) const {
   check(a.create(&prog, source.c_str(), name.c_str(), int(hn.size()), hs.data(), hn.data()),
         "nvrtcCreateProgram");
   struct Destroy {
-    const Api &a;
+    const NvrtcApi &a;
     nvrtcProgram *p;
     ~Destroy() { a.destroy(p); }
   } destroy{a, &prog};

@@ -2,6 +2,8 @@
 // cache hit can be keyed by the library's file identity alone.
 #pragma once
 
+#include <nvrtc.h>
+
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -45,6 +47,42 @@ struct NvrtcOutput {
   int32_t nvrtc_result = 0;  // the nvrtcResult that refused the program (0 when ok)
 };
 
+// NVRTC's private "create program with extensions" (exported, undocumented).
+using NvrtcCreateProgramEx = nvrtcResult (*)(nvrtcProgram *, const char *, const char *, int,
+                                             const char *const *, const char *const *, int, void *,
+                                             void **);
+
+// NVRTC's functions as loaded. Those from num_supported_archs on are null where the library
+// lacks them; the rest are always there (Nvrtc::load refuses a library without one).
+struct NvrtcApi {
+  void *handle = nullptr;
+  decltype(&::nvrtcVersion) version;
+  decltype(&::nvrtcGetErrorString) error_string;
+  decltype(&::nvrtcCreateProgram) create;
+  decltype(&::nvrtcDestroyProgram) destroy;
+  decltype(&::nvrtcCompileProgram) compile;
+  decltype(&::nvrtcGetProgramLogSize) log_size;
+  decltype(&::nvrtcGetProgramLog) log;
+  decltype(&::nvrtcGetPTXSize) ptx_size;
+  decltype(&::nvrtcGetPTX) ptx;
+  decltype(&::nvrtcGetCUBINSize) cubin_size;
+  decltype(&::nvrtcGetCUBIN) cubin;
+  decltype(&::nvrtcGetLTOIRSize) ltoir_size;
+  decltype(&::nvrtcGetLTOIR) ltoir;
+  decltype(&::nvrtcAddNameExpression) add_name_expression;
+  decltype(&::nvrtcGetLoweredName) lowered_name;
+  decltype(&::nvrtcGetNumSupportedArchs) num_supported_archs;
+  decltype(&::nvrtcGetSupportedArchs) supported_archs;
+  decltype(&::nvrtcGetOptiXIRSize) optixir_size;
+  decltype(&::nvrtcGetOptiXIR) optixir;
+  decltype(&::nvrtcGetPCHHeapSize) get_pch_heap_size;
+  decltype(&::nvrtcSetPCHHeapSize) set_pch_heap_size;
+  decltype(&::nvrtcGetPCHCreateStatus) pch_create_status;
+  decltype(&::nvrtcGetPCHHeapSizeRequired) pch_heap_size_required;
+  decltype(&::nvrtcSetFlowCallback) set_flow_callback;
+  NvrtcCreateProgramEx create_ex;
+};
+
 class Nvrtc {
  public:
   ~Nvrtc();
@@ -57,6 +95,8 @@ class Nvrtc {
   uint32_t version() const { return version_; }
   // The dlopen handle, for a caller that forwards NVRTC's whole API (the drop-in).
   void *handle() const;
+  // Every function, for the same caller.
+  const NvrtcApi &api() const;
   const std::string &path() const { return path_; }
   // Compiles with the program's own options (LTO-IR targets get -dlto if absent). A program
   // NVRTC refuses, in nvrtcCompileProgram or any other call (an invalid option, a name
@@ -70,8 +110,8 @@ class Nvrtc {
     std::string what;
   };
   void compile_into(const ProgramDesc &program, NvrtcOutput &out) const;
-  struct Api;
-  std::unique_ptr<const Api> api_;  // the library itself stays loaded: NVRTC keeps global state
+  std::unique_ptr<const NvrtcApi>
+      api_;  // the library itself stays loaded: NVRTC keeps global state
   uint32_t version_ = 0;
   std::string path_;
 };
