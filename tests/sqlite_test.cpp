@@ -321,6 +321,29 @@ TEST(Sqlite, ClosingNeitherCheckpointsNorRemovesTheWal) {
   EXPECT_TRUE(std::filesystem::exists(db + "-shm"));
 }
 
+// An UPDATE rewrites a whole row, payload included: a hot key's touches between two flushes are
+// written once (its last), not once per hit, and the order of last touches is the LRU order.
+TEST(Sqlite, AHotKeysTouchesAreWrittenOncePerFlush) {
+  TempDir d;
+  const std::string db = d / "cache.db";
+  {
+    Handle c("sqlite:" + db);
+    ASSERT_EQ(c.put("hot", std::string(65536, 'h')), PCACHE_OK);
+    ASSERT_EQ(c.put("cold", "c"), PCACHE_OK);
+  }
+  const long long before = std::stoll(sql_scalar(db, "SELECT value FROM meta WHERE name='clock'"));
+  {
+    Handle c("sqlite:" + db);
+    std::string v;
+    for (int i = 0; i < 100; ++i) ASSERT_EQ(c.get("hot", &v), PCACHE_OK);
+    ASSERT_EQ(c.get("cold", &v), PCACHE_OK);
+    ASSERT_EQ(c.get("hot", &v), PCACHE_OK);
+  }  // the close flushes the 102 touches
+  const long long after = std::stoll(sql_scalar(db, "SELECT value FROM meta WHERE name='clock'"));
+  EXPECT_EQ(after - before, 2) << "one write per key touched, not one per hit";
+  EXPECT_EQ(sql_scalar(db, "SELECT key FROM entries ORDER BY atime DESC LIMIT 1"), "hot");
+}
+
 // A genuinely newer database (user_version and the matching application id) is still refused.
 TEST(Sqlite, ANewerDatabaseWithItsApplicationIdIsRefusedNotMovedAside) {
   TempDir d;

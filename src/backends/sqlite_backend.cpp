@@ -12,7 +12,9 @@
 #include <ctime>
 #include <iterator>
 #include <mutex>
+#include <string_view>
 #include <thread>
+#include <unordered_map>
 
 #include "backends/sqlite_internal.hpp"
 #include "util/error.hpp"
@@ -144,8 +146,15 @@ void SqliteBackend::meta_set(const char *name, int64_t value) {
 
 void SqliteBackend::flush_touches_locked() {
   if (pending_touches_.empty()) return;
+  // Only each key's last touch: an UPDATE rewrites the whole row, payload and overflow pages
+  // included, so a hot key hit 256 times between flushes used to rewrite its payload 256 times
+  // (the 64 KiB hit cost 3.4x a bare SELECT). The order of last touches is the LRU order.
+  std::unordered_map<std::string_view, size_t> last;
+  for (size_t i = 0; i < pending_touches_.size(); ++i) last[pending_touches_[i]] = i;
   int64_t clock = meta_get("clock");
-  for (const std::string &k : pending_touches_) {
+  for (size_t i = 0; i < pending_touches_.size(); ++i) {
+    const std::string &k = pending_touches_[i];
+    if (last[k] != i) continue;
     StmtScope q{stmt(kTouch)};
     sqlite3_bind_blob(q.s, 1, k.data(), static_cast<int>(k.size()), SQLITE_STATIC);
     sqlite3_bind_int64(q.s, 2, ++clock);
