@@ -7,6 +7,7 @@
 #include <new>
 #include <string>
 
+#include "cuda/elf_file.hpp"
 #include "cuda/nvrtc.hpp"
 #include "cuda/nvrtc_identity.hpp"
 #include "program.hpp"
@@ -17,6 +18,15 @@
 
 namespace progcache::dropin {
 namespace {
+
+// The ELF note that marks this file as the drop-in (src/cuda/elf_file.hpp): whichever copy of the
+// core looks for NVRTC (libprogcache in a process started by `progcache run`, say) skips it.
+struct DropinNote {
+  uint32_t name_size = 10, desc_size = 4, type = kDropinNoteType;
+  char name[12] = "progcache";
+  uint32_t desc = 1;
+};
+__attribute__((used, section(".note.progcache"), aligned(4))) const DropinNote kDropinNote{};
 
 __attribute__((constructor)) void on_load() {
   restrict_search_to_real_nvrtc();

@@ -22,8 +22,8 @@ bool read_range(int fd, uint64_t file_size, uint64_t offset, void *out, uint64_t
   return pread_all(fd, out, size, off_t(offset));
 }
 
-// The NT_GNU_BUILD_ID descriptor among the notes in [p, p + n), as hex; "" if none.
-std::string build_id_in_notes(const uint8_t *p, size_t n) {
+// The notes in [p, p + n) into facts: the first NT_GNU_BUILD_ID (as hex), and the drop-in mark.
+void read_notes(const uint8_t *p, size_t n, ElfFacts &facts) {
   size_t at = 0;
   while (n - at >= sizeof(Elf64_Nhdr)) {
     Elf64_Nhdr h;
@@ -31,13 +31,21 @@ std::string build_id_in_notes(const uint8_t *p, size_t n) {
     at += sizeof h;
     const size_t name_len = (size_t(h.n_namesz) + 3) & ~size_t(3);
     const size_t desc_len = (size_t(h.n_descsz) + 3) & ~size_t(3);
-    if (name_len > n - at || desc_len > n - at - name_len) return "";
+    if (name_len > n - at || desc_len > n - at - name_len) return;
     const bool gnu = h.n_namesz == 4 && std::memcmp(p + at, "GNU", 4) == 0;
-    if (gnu && h.n_type == NT_GNU_BUILD_ID && h.n_descsz > 0)
-      return to_hex(ByteView(p + at + name_len, h.n_descsz));
+    if (gnu && h.n_type == NT_GNU_BUILD_ID && h.n_descsz > 0 && facts.build_id.empty())
+      facts.build_id = to_hex(ByteView(p + at + name_len, h.n_descsz));
+    if (h.n_namesz == 10 && std::memcmp(p + at, "progcache", 10) == 0 &&
+        h.n_type == kDropinNoteType)
+      facts.progcache_dropin = true;
     at += name_len + desc_len;
   }
-  return "";
+}
+
+std::string build_id_in_notes(const uint8_t *p, size_t n) {
+  ElfFacts facts;
+  read_notes(p, n, facts);
+  return facts.build_id;
 }
 
 std::vector<std::string> split_path_list(std::string_view s) {
@@ -127,11 +135,10 @@ std::optional<ElfFacts> read_elf_facts(int fd) {
   const Elf64_Phdr *dynamic = nullptr;
   for (const Elf64_Phdr &p : ph) {
     if (p.p_type == PT_DYNAMIC) dynamic = &p;
-    if (p.p_type != PT_NOTE || !facts.build_id.empty() || p.p_filesz > (1 << 20)) continue;
+    if (p.p_type != PT_NOTE || p.p_filesz > (1 << 20)) continue;
     std::string notes(p.p_filesz, '\0');
     if (!read_range(fd, size, p.p_offset, notes.data(), notes.size())) return std::nullopt;
-    facts.build_id =
-        build_id_in_notes(reinterpret_cast<const uint8_t *>(notes.data()), notes.size());
+    read_notes(reinterpret_cast<const uint8_t *>(notes.data()), notes.size(), facts);
   }
   if (!dynamic || dynamic->p_filesz > (1 << 20)) return facts;
   std::vector<Elf64_Dyn> dyn(dynamic->p_filesz / sizeof(Elf64_Dyn));

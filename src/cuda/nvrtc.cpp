@@ -2,6 +2,7 @@
 
 #include <dirent.h>
 #include <dlfcn.h>
+#include <fcntl.h>
 #include <nvrtc.h>
 #include <sys/stat.h>
 #include <xxhash.h>
@@ -18,8 +19,10 @@
 #include <optional>
 #include <string_view>
 
+#include "cuda/elf_file.hpp"
 #include "util/error.hpp"
 #include "util/fork_guard.hpp"
+#include "util/fsutil.hpp"
 #include "util/hex.hpp"
 #include "util/stat_identity.hpp"
 #include "util/trust.hpp"
@@ -75,10 +78,18 @@ struct SearchRestriction {
 };
 SearchRestriction g_restriction;  // set once, before any search (restrict_nvrtc_search)
 
+// A drop-in NVRTC (this process's own, or any file with the drop-in's ELF note): never the
+// real library, whoever looks (libprogcache in a process `progcache run` started finds the
+// drop-in first on LD_LIBRARY_PATH).
 bool is_self(const std::string &path) {
   struct stat st;
-  return g_restriction.has_self && ::stat(path.c_str(), &st) == 0 &&
-         st.st_dev == g_restriction.self_dev && st.st_ino == g_restriction.self_ino;
+  if (g_restriction.has_self && ::stat(path.c_str(), &st) == 0 &&
+      st.st_dev == g_restriction.self_dev && st.st_ino == g_restriction.self_ino)
+    return true;
+  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd) return false;
+  const std::optional<ElfFacts> facts = read_elf_facts(fd.get());
+  return facts && facts->progcache_dropin;
 }
 }  // namespace
 

@@ -100,6 +100,20 @@ run threads_warm threads "$pc" run --
 same threads_warm real_threads
 ! maps_real threads_warm || fail "the warm threads run mapped the real libnvrtc"
 
+# libprogcache in a process `progcache run` started finds the drop-in first on LD_LIBRARY_PATH
+# (CUDA_HOME unset): it must skip it (the drop-in's ELF note) and compile with the real NVRTC,
+# under the key it has outside, storing no drop-in entry.
+printf 'extern "C" __global__ void k(float *x) { x[0] = 2; }\n' >"$work/k.cu"
+key_of() { awk '/key/{print $NF}'; }
+outside=$(env -u CUDA_HOME "$pc" --cache "sqlite:$work/own1.db" compile "$work/k.cu" --arch sm_90 -o "$work/k1.cubin" | key_of)
+inside=$(env -u CUDA_HOME "$pc" --cache "sqlite:$work/own2.db" run -- "$pc" compile "$work/k.cu" --arch sm_90 -o "$work/k2.cubin" | key_of)
+if [ -n "$outside" ] && [ "$outside" = "$inside" ] && cmp -s "$work/k1.cubin" "$work/k2.cubin" &&
+  ! "$pc" --cache "sqlite:$work/own2.db" ls | grep -q ' nvrtc '; then
+  echo "ok: libprogcache under progcache run never takes the drop-in for NVRTC"
+else
+  fail "libprogcache under progcache run: key '$inside' vs '$outside'; $("$pc" --cache "sqlite:$work/own2.db" ls)"
+fi
+
 # `progcache run` itself.
 "$pc" run -- /nonexistent/command 2>/dev/null
 [ $? = 127 ] || fail "run of a missing command does not exit 127"
