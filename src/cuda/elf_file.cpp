@@ -8,9 +8,13 @@
 
 #include <algorithm>
 #include <cstring>
+#include <map>
+#include <mutex>
 
+#include "util/fork_guard.hpp"
 #include "util/fsutil.hpp"
 #include "util/hex.hpp"
+#include "util/stat_identity.hpp"
 #include "util/trust.hpp"
 
 namespace progcache {
@@ -164,6 +168,28 @@ std::optional<ElfFacts> read_elf_facts(int fd) {
     if (!read_range(fd, size, at, buf, n)) return std::nullopt;
     buf[n] = '\0';
     (tag == DT_RUNPATH ? facts.runpath : facts.rpath) = split_path_list(buf);
+  }
+  return facts;
+}
+
+std::optional<ElfFacts> elf_facts_of_file(const std::string &path) {
+  static ForkSafeMutex mutex;
+  static std::map<std::string, ElfFacts> memo;
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return std::nullopt;
+  std::string memo_key = path + "|" + StatIdentity::of(st).text();
+  {
+    std::lock_guard lock(mutex);
+    if (auto it = memo.find(memo_key); it != memo.end()) return it->second;  // no open at all
+  }
+  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (!fd || ::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) return std::nullopt;
+  const StatIdentity id = StatIdentity::of(st);  // what was read: the file open now
+  memo_key = path + "|" + id.text();
+  auto facts = read_elf_facts(fd.get());
+  if (facts && !id.is_racy()) {
+    std::lock_guard lock(mutex);
+    memo[memo_key] = *facts;
   }
   return facts;
 }

@@ -26,6 +26,11 @@ inline constexpr uint32_t kDropinNoteType = 0x50430001;
 // truncated or malformed (every offset is checked against the file size).
 std::optional<ElfFacts> read_elf_facts(int fd);
 
+// read_elf_facts of the regular file at path, remembered per (path, stat identity) for this
+// process, so that locating NVRTC and identifying it read its headers once. nullopt as
+// read_elf_facts, or when the file cannot be opened. Thread-safe.
+std::optional<ElfFacts> elf_facts_of_file(const std::string &path);
+
 // The first library name in the file's .rodata section that starts with prefix and goes on with
 // its version ("libnvrtc-builtins.so." -> "libnvrtc-builtins.so.13.0"), or nullopt. Reads the
 // section in bounded chunks.

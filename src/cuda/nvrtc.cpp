@@ -80,15 +80,14 @@ SearchRestriction g_restriction;  // set once, before any search (restrict_nvrtc
 
 // A drop-in NVRTC (this process's own, or any file with the drop-in's ELF note): never the
 // real library, whoever looks (libprogcache in a process `progcache run` started finds the
-// drop-in first on LD_LIBRARY_PATH).
-bool is_self(const std::string &path) {
+// drop-in first on LD_LIBRARY_PATH). The ELF facts are the ones the identity reads next
+// (remembered per file), so a hit reads libnvrtc's headers once.
+bool is_dropin(const std::string &path) {
   struct stat st;
   if (g_restriction.has_self && ::stat(path.c_str(), &st) == 0 &&
       st.st_dev == g_restriction.self_dev && st.st_ino == g_restriction.self_ino)
     return true;
-  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd) return false;
-  const std::optional<ElfFacts> facts = read_elf_facts(fd.get());
+  const std::optional<ElfFacts> facts = elf_facts_of_file(path);
   return facts && facts->progcache_dropin;
 }
 }  // namespace
@@ -117,13 +116,11 @@ void forget_nvrtc_locations() {
 }
 
 NvrtcLocation locate_nvrtc(MemoStore *memos) {
-  auto &mutex = g_found_mutex;
-  auto &found = g_found;
   const char *env = trusted_env("PCACHE_NVRTC_LIBRARY");
   const std::string setting = env ? env : "";
   {
-    std::lock_guard lock(mutex);
-    if (auto it = found.find(setting); it != found.end()) {
+    std::lock_guard lock(g_found_mutex);
+    if (auto it = g_found.find(setting); it != g_found.end()) {
       NvrtcLocation loc = it->second;
       std::string resolved;
       loc.identity = identity_of(loc.path, &resolved);
@@ -134,8 +131,8 @@ NvrtcLocation locate_nvrtc(MemoStore *memos) {
   if (setting.empty()) remembered = remembered_location(memos);
   NvrtcLocation loc = remembered ? *remembered : scan_for_nvrtc();
   if (setting.empty() && !remembered) remember_location(memos, loc);
-  std::lock_guard lock(mutex);
-  found[setting] = loc;
+  std::lock_guard lock(g_found_mutex);
+  g_found[setting] = loc;
   return loc;
 }
 
@@ -149,7 +146,7 @@ NvrtcLocation scan_for_nvrtc() {
     if (loc.identity.empty())
       throw Error(Status::cuda_unavailable, std::string("PCACHE_NVRTC_LIBRARY='") + explicit_path +
                                                 "' is not a readable file");
-    if (is_self(loc.path))
+    if (is_dropin(loc.path))
       throw Error(Status::cuda_unavailable, std::string("PCACHE_NVRTC_LIBRARY='") + explicit_path +
                                                 "' is progcache's drop-in NVRTC, not the real one");
     return loc;
@@ -170,7 +167,7 @@ NvrtcLocation scan_for_nvrtc() {
       if (g_restriction.major >= 0 && major != g_restriction.major) continue;
       std::string resolved;
       std::string id = identity_of(dir + "/" + n, &resolved);
-      if (id.empty() || is_self(resolved)) continue;
+      if (id.empty() || is_dropin(resolved)) continue;
       best_major = major;
       loc.path = resolved;
       loc.found_as = dir + "/" + n;
@@ -248,7 +245,7 @@ std::optional<NvrtcLocation> remembered_location(MemoStore *memos) {
   loc.found_as = lines[0];
   if (!is_candidate(loc.found_as, search.dirs)) return std::nullopt;
   loc.identity = identity_of(loc.found_as, &loc.path);
-  if (loc.identity.empty() || is_self(loc.path)) return std::nullopt;
+  if (loc.identity.empty() || is_dropin(loc.path)) return std::nullopt;
   for (const std::string &dir : search.dirs) loc.tried.push_back(dir + "/libnvrtc.so.*");
   return loc;
 }
@@ -266,10 +263,6 @@ void remember_location(MemoStore *memos, const NvrtcLocation &loc) {
 
 Nvrtc::Nvrtc() = default;
 Nvrtc::~Nvrtc() = default;
-
-void *Nvrtc::handle() const {
-  return api_->handle;
-}
 
 const NvrtcApi &Nvrtc::api() const {
   return *api_;

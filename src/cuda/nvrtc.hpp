@@ -93,9 +93,7 @@ class Nvrtc {
   static const Nvrtc *find_loaded(const std::string &path);
   // major * 1000 + minor * 10, as CUDA_VERSION (13.0 -> 13000).
   uint32_t version() const { return version_; }
-  // The dlopen handle, for a caller that forwards NVRTC's whole API (the drop-in).
-  void *handle() const;
-  // Every function, for the same caller.
+  // Every function, for a caller that forwards NVRTC's whole API (the drop-in).
   const NvrtcApi &api() const;
   const std::string &path() const { return path_; }
   // Compiles with the program's own options (LTO-IR targets get -dlto if absent). A program

@@ -20,27 +20,6 @@ namespace {
 
 constexpr std::string_view kBuiltinsPrefix = "libnvrtc-builtins.so.";
 
-// ELF facts of a file, remembered per (path, stat identity) for this process.
-std::optional<ElfFacts> elf_facts_of(const std::string &path) {
-  static ForkSafeMutex mutex;
-  static std::map<std::string, ElfFacts> memo;
-  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  struct stat st;
-  if (!fd || ::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) return std::nullopt;
-  const StatIdentity id = StatIdentity::of(st);
-  const std::string memo_key = path + "|" + id.text();
-  {
-    std::lock_guard lock(mutex);
-    if (auto it = memo.find(memo_key); it != memo.end()) return it->second;
-  }
-  auto facts = read_elf_facts(fd.get());
-  if (facts && !id.is_racy()) {
-    std::lock_guard lock(mutex);
-    memo[memo_key] = *facts;
-  }
-  return facts;
-}
-
 // The builtins library libnvrtc dlopens ("libnvrtc-builtins.so.13.0"), read from the file's
 // .rodata once per build-id and remembered; "" for an NVRTC that names none.
 std::string builtins_soname(const std::string &nvrtc_path, const std::string &build_id,
@@ -79,7 +58,7 @@ std::string basename_of(const std::string &path) {
 }  // namespace
 
 NvrtcIdentity current_nvrtc_identity(const NvrtcLocation &loc, MemoStore *memos) {
-  const auto file_facts = elf_facts_of(loc.path);
+  const auto file_facts = elf_facts_of_file(loc.path);
   if (!file_facts)
     throw Error(Status::cuda_unavailable, "NVRTC '" + loc.path + "' is not a readable ELF library");
   NvrtcIdentity id;
@@ -112,7 +91,7 @@ NvrtcIdentity current_nvrtc_identity(const NvrtcLocation &loc, MemoStore *memos)
     id.builtins_path = predict_dlopen_path(soname, *file_facts, dir_of(loc.path));
   id.builtins_build_id = "none";
   if (!id.builtins_path.empty())
-    if (auto facts = elf_facts_of(id.builtins_path); facts && !facts->build_id.empty())
+    if (auto facts = elf_facts_of_file(id.builtins_path); facts && !facts->build_id.empty())
       id.builtins_build_id = facts->build_id;
   return id;
 }
