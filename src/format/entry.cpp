@@ -6,6 +6,9 @@
 #include <openssl/params.h>
 #include <xxhash.h>
 #include <zstd.h>
+#ifdef PCACHE_HAVE_XXH_DISPATCH
+#include <xxh_x86dispatch.h>  // XXH3_* become their run-time dispatched (AVX2) versions
+#endif
 
 #include <algorithm>
 #include <cstring>
