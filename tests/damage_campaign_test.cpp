@@ -203,7 +203,7 @@ std::string damage_sqlite(const std::string &db, std::mt19937 &rng) {
     case 3: {
       // The primary-key or recency index damaged in place: integrity_check fails, lookups that
       // use it may find nothing, or the wrong rowid.
-      const char *index = rng() % 2 ? "sqlite_autoindex_entries_1" : "entries_by_atime";
+      const char *index = rng() % 2 ? "sqlite_autoindex_entries_1" : "recency_by_atime";
       const int64_t root = sql_int(
           db, std::string("SELECT rootpage FROM sqlite_master WHERE name = '") + index + "'");
       if (root <= 0) return "no index to damage";
@@ -214,7 +214,8 @@ std::string damage_sqlite(const std::string &db, std::mt19937 &rng) {
       // A row whose key is TEXT (the old schema's, or one written past the CHECK), oldest of all.
       sql_exec(db,
                "PRAGMA ignore_check_constraints=1;"
-               "INSERT INTO entries VALUES('k3', x'00', 4000, -1, 0);"
+               "INSERT INTO entries VALUES('k3', x'00', 4000);"
+               "INSERT INTO recency VALUES(last_insert_rowid(), -1, 0);"
                "UPDATE meta SET value = value + 4000 WHERE name = 'total_size';"
                "UPDATE meta SET value = value + 1 WHERE name = 'entry_count';");
       return "row with a TEXT key";

@@ -4,10 +4,13 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 
+#include <algorithm>
+#include <atomic>
 #include <csignal>
 #include <cstring>
 #include <filesystem>
 #include <thread>
+#include <vector>
 
 #include "proc_util.hpp"
 #include "test_util.hpp"
@@ -38,6 +41,13 @@ void sql_exec(const std::string &db, const std::string &sql) {
   sqlite3_close(h);
 }
 
+// Puts n entries k0, k1, ... of 3,000 bytes into a database capped at cap bytes, then closes it.
+void fill_capped(const std::string &db, uint64_t cap, int n) {
+  Handle c("sqlite:" + db, cap);
+  for (int i = 0; i < n; ++i)
+    ASSERT_EQ(c.put("k" + std::to_string(i), std::string(3000, 'x')), PCACHE_OK);
+}
+
 ino_t inode_of(const std::string &path) {
   struct stat st {};
   ::stat(path.c_str(), &st);
@@ -58,7 +68,7 @@ TEST(Sqlite, CreatesPrivateDirectoriesAndFile) {
   ASSERT_EQ(::stat(db.c_str(), &st), 0);
   EXPECT_EQ(st.st_mode & 0777, 0600u);
   EXPECT_EQ(sql_scalar(db, "PRAGMA journal_mode"), "wal");
-  EXPECT_EQ(sql_scalar(db, "PRAGMA user_version"), "1");
+  EXPECT_EQ(sql_scalar(db, "PRAGMA user_version"), "2");
 }
 
 TEST(Sqlite, NewerSchemaIsRefusedWithAClearError) {
@@ -141,10 +151,9 @@ TEST(Sqlite, DamagedRecordIsAMissRemovedAndCounted) {
   EXPECT_EQ(c.stats().corrupt, 1u);
   EXPECT_EQ(sql_scalar(db, "SELECT count(*) FROM entries WHERE key = X'6b'"), "0");
   // Another key's record stored under this key is refused too.
-  sql_exec(
-      db,
-      "INSERT INTO entries SELECT X'6b', record, size, atime, used_at FROM entries WHERE key = "
-      "X'6f74686572'");
+  sql_exec(db,
+           "INSERT INTO entries SELECT X'6b', record, size FROM entries WHERE key = "
+           "X'6f74686572'");
   EXPECT_EQ(c.get("k", nullptr), PCACHE_NOT_FOUND);
   EXPECT_NE(std::strstr(pcache_last_error(), "another key"), nullptr) << pcache_last_error();
   EXPECT_EQ(c.get("other", nullptr), PCACHE_OK);
@@ -341,7 +350,10 @@ TEST(Sqlite, AHotKeysTouchesAreWrittenOncePerFlush) {
   }  // the close flushes the 102 touches
   const long long after = std::stoll(sql_scalar(db, "SELECT value FROM meta WHERE name='clock'"));
   EXPECT_EQ(after - before, 2) << "one write per key touched, not one per hit";
-  EXPECT_EQ(sql_scalar(db, "SELECT key FROM entries ORDER BY atime DESC LIMIT 1"), "hot");
+  EXPECT_EQ(sql_scalar(db,
+                       "SELECT e.key FROM entries e JOIN recency r ON r.id = e.rowid ORDER BY "
+                       "r.atime DESC LIMIT 1"),
+            "hot");
 }
 
 // A genuinely newer database (user_version and the matching application id) is still refused.
@@ -349,7 +361,7 @@ TEST(Sqlite, ANewerDatabaseWithItsApplicationIdIsRefusedNotMovedAside) {
   TempDir d;
   const std::string db = d / "cache.db";
   { Handle c("sqlite:" + db); }
-  sql_exec(db, "PRAGMA user_version=2; PRAGMA application_id=" + std::to_string(0x50430002));
+  sql_exec(db, "PRAGMA user_version=3; PRAGMA application_id=" + std::to_string(0x50430003));
   pcache *h = nullptr;
   EXPECT_EQ(pcache_open(("sqlite:" + db).c_str(), nullptr, &h), PCACHE_ERR_UNSUPPORTED);
   EXPECT_NE(std::strstr(pcache_last_error(), "newer progcache"), nullptr) << pcache_last_error();
@@ -374,18 +386,15 @@ TEST(Sqlite, RowsOfTheWrongTypeAndBadTotalsCannotStallEviction) {
   TempDir d;
   const std::string db = d / "cache.db";
   constexpr uint64_t kCap = 32 * 1024;
-  {
-    Handle c("sqlite:" + db, kCap);
-    for (int i = 0; i < 8; ++i)
-      ASSERT_EQ(c.put("k" + std::to_string(i), std::string(3000, 'x')), PCACHE_OK);
-  }
+  fill_capped(db, kCap, 8);
   // The old schema (no CHECK) and a foreign row: a TEXT key, oldest of all, with a large size.
   sql_exec(db,
            "CREATE TABLE e2(key BLOB PRIMARY KEY NOT NULL, record BLOB NOT NULL, size INTEGER NOT "
-           "NULL, atime INTEGER NOT NULL, used_at INTEGER NOT NULL);"
-           "INSERT INTO e2 SELECT * FROM entries; DROP TABLE entries; ALTER TABLE e2 RENAME TO "
-           "entries; CREATE INDEX entries_by_atime ON entries(atime);"
-           "INSERT INTO entries VALUES('textkey', x'00', 20000, -1, 0);"
+           "NULL);"
+           "INSERT INTO e2(rowid, key, record, size) SELECT rowid, key, record, size FROM entries;"
+           "DROP TABLE entries; ALTER TABLE e2 RENAME TO entries;"
+           "INSERT INTO entries VALUES('textkey', x'00', 20000);"
+           "INSERT INTO recency VALUES(last_insert_rowid(), -1, 0);"
            "UPDATE meta SET value = value + 20000 WHERE name = 'total_size';"
            "UPDATE meta SET value = value + 1 WHERE name = 'entry_count';");
   const pid_t child = spawn([&] {
@@ -417,9 +426,8 @@ TEST(Sqlite, NewDatabasesRefuseKeysThatAreNotBlobs) {
   { Handle c("sqlite:" + db); }
   sqlite3 *h = nullptr;
   ASSERT_EQ(sqlite3_open(db.c_str(), &h), SQLITE_OK);
-  EXPECT_NE(
-      sqlite3_exec(h, "INSERT INTO entries VALUES('t', x'00', 1, 0, 0)", nullptr, nullptr, nullptr),
-      SQLITE_OK);
+  EXPECT_NE(sqlite3_exec(h, "INSERT INTO entries VALUES('t', x'00', 1)", nullptr, nullptr, nullptr),
+            SQLITE_OK);
   sqlite3_close(h);
 }
 
@@ -506,4 +514,199 @@ TEST(Sqlite, TotalsThatFailTheirCheckAreRecountedNotBelieved) {
     ASSERT_EQ(pcache_delete(c, "k5", 2), PCACHE_OK);
   }
   EXPECT_EQ(sql_scalar(db, "SELECT value FROM meta WHERE name = 'entry_count'"), "5");
+}
+
+namespace {
+
+// Turns a database this version wrote back into schema version 1 (recency in the entry's row).
+void downgrade_to_version_1(const std::string &db) {
+  sql_exec(db,
+           "CREATE TABLE e1(key BLOB PRIMARY KEY NOT NULL CHECK(typeof(key) = 'blob'),"
+           " record BLOB NOT NULL, size INTEGER NOT NULL CHECK(typeof(size) = 'integer' AND"
+           " size >= 0), atime INTEGER NOT NULL, used_at INTEGER NOT NULL);"
+           "INSERT INTO e1 SELECT e.key, e.record, e.size, r.atime, r.used_at FROM entries e"
+           " JOIN recency r ON r.id = e.rowid;"
+           "DROP TABLE entries; DROP TABLE recency; ALTER TABLE e1 RENAME TO entries;"
+           "CREATE INDEX entries_by_atime ON entries(atime);"
+           "PRAGMA user_version=1; PRAGMA application_id=" +
+               std::to_string(0x50430001));
+}
+
+size_t open_fds_on(const std::string &path) {
+  size_t n = 0;
+  for (const auto &fd : std::filesystem::directory_iterator("/proc/self/fd")) {
+    std::error_code ec;
+    if (std::filesystem::read_symlink(fd.path(), ec) == path) ++n;
+  }
+  return n;
+}
+
+}  // namespace
+
+// Schema version 2 moved recency out of the entry's row. A version-1 database is converted in
+// place: its entries still hit, with their recency (the least recently used goes first).
+TEST(Sqlite, AVersion1DatabaseIsConvertedKeepingEntriesAndTheirOrder) {
+  TempDir d;
+  const std::string db = d / "cache.db";
+  {
+    Handle c("sqlite:" + db);
+    for (const char *k : {"old", "mid", "new"})
+      ASSERT_EQ(c.put(k, std::string(1000, k[0])), PCACHE_OK);
+  }
+  downgrade_to_version_1(db);
+  ASSERT_EQ(sql_scalar(db, "PRAGMA user_version"), "1");
+  {
+    Handle c("sqlite:" + db, 2500);  // room for two: the oldest must go
+    EXPECT_EQ(c.count(), 2u);
+    std::string v;
+    EXPECT_EQ(c.get("old", &v), PCACHE_NOT_FOUND);
+    ASSERT_EQ(c.get("mid", &v), PCACHE_OK) << pcache_last_error();
+    EXPECT_EQ(v, std::string(1000, 'm'));
+    ASSERT_EQ(c.get("new", &v), PCACHE_OK);
+  }
+  EXPECT_EQ(sql_scalar(db, "PRAGMA user_version"), "2");
+  EXPECT_EQ(sql_scalar(db, "SELECT count(*) FROM recency"), "2");
+  EXPECT_EQ(sql_scalar(db, "SELECT count(*) FROM pragma_table_info('entries')"), "3");
+}
+
+// A touch rewrote the entry's whole row, payload included: 64 hit 4 KiB entries wrote 64
+// payloads at each flush. Now a touch writes the recency table only.
+TEST(Sqlite, ATouchLeavesTheEntryRowAlone) {
+  TempDir d;
+  const std::string db = d / "cache.db";
+  {
+    Handle c("sqlite:" + db);
+    ASSERT_EQ(c.put("a", std::string(4096, 'a')), PCACHE_OK);
+    ASSERT_EQ(c.put("b", std::string(4096, 'b')), PCACHE_OK);
+  }
+  const std::string rows_before = sql_scalar(db, "SELECT group_concat(rowid) FROM entries");
+  const long long clock_before =
+      std::stoll(sql_scalar(db, "SELECT value FROM meta WHERE name='clock'"));
+  {
+    Handle c("sqlite:" + db);
+    ASSERT_EQ(c.get("a", nullptr), PCACHE_OK);
+  }
+  EXPECT_EQ(std::stoll(sql_scalar(db, "SELECT value FROM meta WHERE name='clock'")),
+            clock_before + 1);
+  EXPECT_EQ(sql_scalar(db, "SELECT group_concat(rowid) FROM entries"), rows_before);
+  EXPECT_EQ(sql_scalar(db,
+                       "SELECT e.key FROM entries e JOIN recency r ON r.id = e.rowid ORDER BY "
+                       "r.atime DESC LIMIT 1"),
+            "a");
+}
+
+// Rows a foreign writer or damage left unpaired: entries without a recency row are evicted after
+// every ranked one (never kept forever over the cap), and recency rows without an entry neither
+// count nor stall eviction.
+TEST(Sqlite, UnpairedEntryAndRecencyRowsCannotStallEviction) {
+  TempDir d;
+  const std::string db = d / "cache.db";
+  constexpr uint64_t kCap = 16 * 1024;
+  fill_capped(db, kCap, 4);
+  sql_exec(db,
+           "DELETE FROM recency;"                                         // every entry unranked
+           "INSERT INTO recency VALUES(100000, 0, 0), (100001, 1, 0);");  // ranked, no entry
+  const pid_t child = spawn([&] {
+    ::alarm(30);
+    Handle c("sqlite:" + db, kCap);
+    for (int i = 0; i < 12; ++i)
+      if (c.put("n" + std::to_string(i), std::string(3000, 'y')) != PCACHE_OK) return 1;
+    return c.size() <= kCap ? 0 : 2;
+  });
+  EXPECT_EQ(wait_for(child), 0);
+  EXPECT_LE(std::stoull(sql_scalar(db, "SELECT total(size) FROM entries")), kCap);
+  EXPECT_EQ(sql_scalar(db, "SELECT count(*) FROM entries WHERE key LIKE 'k%'"), "0");
+  EXPECT_EQ(sql_scalar(db, "SELECT count(*) FROM recency WHERE id >= 100000"), "0");
+}
+
+// Hits from several threads run on read connections beside the main one (they used to queue on
+// it): every hit is a whole, right value while another thread overwrites, removes and evicts.
+TEST(Sqlite, ThreadsHitInParallelAndNeverSeeATornOrWrongValue) {
+  TempDir d;
+  const std::string db = d / "cache.db";
+  Handle c("sqlite:" + db, 40 * 5000);
+  constexpr uint32_t kKeys = 48;
+  for (uint32_t k = 0; k < kKeys; ++k)
+    ASSERT_EQ(c.put("k" + std::to_string(k), make_value(k, 0, 1000 + k * 97)), PCACHE_OK);
+  std::atomic<bool> stop{false};
+  std::atomic<int> bad{0}, hits{0};
+  size_t most_fds = 0;
+  std::vector<std::thread> readers;
+  for (int t = 0; t < 4; ++t)
+    readers.emplace_back([&, t] {
+      for (uint32_t i = uint32_t(t); !stop; ++i) {
+        const uint32_t k = i % kKeys;
+        std::string v;
+        const pcache_status s = c.get("k" + std::to_string(k), &v);
+        uint32_t id = 0;
+        if (s == PCACHE_OK && (!check_value(v, &id) || id != k)) ++bad;
+        if (s != PCACHE_OK && s != PCACHE_NOT_FOUND) ++bad;
+        if (s == PCACHE_OK) ++hits;
+      }
+    });
+  for (uint32_t round = 1; round <= 60; ++round) {
+    const uint32_t k = round % kKeys;
+    if (round % 5 == 0)
+      pcache_delete(c, ("k" + std::to_string(k)).c_str(), 1 + std::to_string(k).size());
+    else
+      EXPECT_EQ(c.put("k" + std::to_string(k), make_value(k, round, 3000 + round * 31)), PCACHE_OK);
+    most_fds = std::max(most_fds, open_fds_on(db));
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  stop = true;
+  for (auto &r : readers) r.join();
+  EXPECT_EQ(bad.load(), 0);
+  EXPECT_GT(hits.load(), 100);
+  EXPECT_GE(most_fds, 2u) << "no read connection was opened beside the main one";
+}
+
+// Every connection of a handle reads the file the handle opened: after the path is renamed and
+// a new database made in its place, a reader opened then (the path names another inode) must not
+// answer from the new file while the main connection and older readers answer from the old one.
+TEST(Sqlite, ReadersNeverMixTwoFilesAfterTheDatabaseIsReplaced) {
+  TempDir d;
+  const std::string db = d / "cache.db";
+  Handle c("sqlite:" + db);
+  ASSERT_EQ(c.put("k", "before"), PCACHE_OK);
+  ASSERT_EQ(::rename(db.c_str(), (db + ".old").c_str()), 0);
+  {
+    Handle fresh("sqlite:" + db);
+    ASSERT_EQ(fresh.put("k", "after"), PCACHE_OK);
+  }
+  std::vector<std::thread> ts;
+  std::atomic<int> other{0}, hits{0};
+  for (int t = 0; t < 4; ++t)
+    ts.emplace_back([&] {
+      std::string v;
+      for (int i = 0; i < 1000; ++i) {
+        if (c.get("k", &v) != PCACHE_OK) continue;
+        ++hits;
+        if (v != "before") ++other;
+      }
+    });
+  for (auto &t : ts) t.join();
+  EXPECT_EQ(hits.load(), 4000);
+  EXPECT_EQ(other.load(), 0) << "a reader answered from the new file";
+}
+
+// A read-only version-1 database cannot be converted here: the error says why and what to do
+// (it used to say the file had no progcache schema at all).
+TEST(Sqlite, AReadOnlyVersion1DatabaseSaysHowToConvertIt) {
+  TempDir d;
+  ::chmod(d.path().c_str(), 01777);
+  const int rc = run_unprivileged([&] {
+    const std::string dir = d / "ro";
+    const std::string db = dir + "/cache.db";
+    {
+      Handle c("sqlite:" + db);
+      if (c.put("k", "stored") != PCACHE_OK) return 1;
+    }
+    downgrade_to_version_1(db);
+    ::chmod(db.c_str(), 0400);
+    ::chmod(dir.c_str(), 0500);
+    pcache *h = nullptr;
+    if (pcache_open(("sqlite:" + db).c_str(), nullptr, &h) != PCACHE_ERR_PERMISSION) return 2;
+    return std::strstr(pcache_last_error(), "schema version 1") ? 0 : 3;
+  });
+  EXPECT_EQ(rc, 0);
 }

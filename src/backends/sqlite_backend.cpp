@@ -15,6 +15,7 @@
 #include <string_view>
 #include <thread>
 #include <unordered_map>
+#include <utility>
 
 #include "backends/sqlite_internal.hpp"
 #include "util/error.hpp"
@@ -26,21 +27,31 @@ namespace {
 
 // Statements, in the order of SqliteBackend::Stmt.
 constexpr const char *kSql[] = {
-    "SELECT record FROM entries WHERE key = ?1",
-    "UPDATE entries SET atime = ?2, used_at = ?3 WHERE key = ?1",
-    "SELECT size FROM entries WHERE key = ?1",
-    "INSERT OR REPLACE INTO entries(key, record, size, atime, used_at) VALUES(?1, ?2, ?3, ?4, ?5)",
-    "DELETE FROM entries WHERE key = ?1 RETURNING size",
-    "SELECT rowid, key FROM entries ORDER BY atime LIMIT 32",
+    // A large record is left in its pages (length() reads only the row's header) and read
+    // straight into the caller's block with sqlite3_blob_read: sqlite3_column_blob would first
+    // gather its overflow pages into a buffer of SQLite's own, one more copy of the whole record.
+    ("SELECT CASE WHEN length(record) <= 32768 THEN record END, rowid, length(record)"
+     " FROM entries WHERE key = ?1"),
+    // Also gives an entry that lost its recency row (damage, a foreign writer) one again.
+    ("INSERT OR REPLACE INTO recency(id, atime, used_at)"
+     " SELECT rowid, ?2, ?3 FROM entries WHERE key = ?1"),
+    "INSERT OR REPLACE INTO entries(key, record, size) VALUES(?1, ?2, ?3)",
+    "DELETE FROM entries WHERE key = ?1 RETURNING size, rowid",
+    ("SELECT r.id, e.key FROM recency r LEFT JOIN entries e ON e.rowid = r.id"
+     " ORDER BY r.atime LIMIT 32"),
     "SELECT value FROM meta WHERE name = ?1",
     "INSERT OR REPLACE INTO meta(name, value) VALUES(?1, ?2)",
     "BEGIN IMMEDIATE",
     "COMMIT",
     "ROLLBACK",
     "DELETE FROM entries",
-    "SELECT key, size, used_at FROM entries ORDER BY atime DESC",
+    ("SELECT e.key, e.size, coalesce(r.used_at, 0) FROM entries e"
+     " LEFT JOIN recency r ON r.id = e.rowid ORDER BY r.atime DESC"),
     ("INSERT INTO meta(name, value) VALUES(?1, ?2)"
      " ON CONFLICT(name) DO UPDATE SET value = value + ?2"),
+    "INSERT OR REPLACE INTO recency(id, atime, used_at) VALUES(?1, ?2, ?3)",
+    "DELETE FROM recency WHERE id = ?1",
+    "DELETE FROM recency",
     "SELECT record FROM memo WHERE name = ?1",
     "INSERT OR REPLACE INTO memo(name, record) VALUES(?1, ?2)",
     ("DELETE FROM memo WHERE rowid IN (SELECT rowid FROM memo ORDER BY rowid LIMIT"
@@ -50,6 +61,8 @@ constexpr const char *kSql[] = {
     ("SELECT (SELECT value FROM meta WHERE name = 'total_size'),"
      " (SELECT value FROM meta WHERE name = 'entry_count'),"
      " (SELECT value FROM meta WHERE name = 'totals_check')"),
+    // Entries without a recency row, evicted once every ranked one is gone.
+    "SELECT rowid, key FROM entries WHERE rowid NOT IN (SELECT id FROM recency) LIMIT 32",
 };
 
 // The check value stored beside the totals: SQLite checksums no pages, so a flipped bit in a
@@ -105,7 +118,7 @@ SqliteBackend::SqliteBackend(Uri &uri, const BackendConfig &config)
 
 SqliteBackend::~SqliteBackend() {
   std::lock_guard lock(mutex_);
-  if (db_ && pid_ == ::getpid() && !pending_touches_.empty() && !read_only_) {
+  if (db_ && pid_ == ::getpid() && !read_only_) {
     try {  // without waiting for a writer: a reader's close must not block
       try_write_txn([&] { flush_touches_locked(); });
     } catch (...) {  // recency is advisory; losing a few touches on close is harmless
@@ -115,6 +128,7 @@ SqliteBackend::~SqliteBackend() {
 }
 
 const char *SqliteBackend::sql_text(Stmt s) {
+  static_assert(std::size(kSql) == kStmtCount);
   return kSql[s];
 }
 
@@ -144,16 +158,35 @@ void SqliteBackend::meta_set(const char *name, int64_t value) {
   if (rc != SQLITE_DONE) fail(rc, "cannot write cache metadata");
 }
 
+std::vector<std::string> SqliteBackend::take_touches() {
+  std::lock_guard lock(touches_mutex_);
+  return std::exchange(pending_touches_, {});
+}
+
+SqliteBackend::TouchDue SqliteBackend::note_touch(ByteView key) {
+  std::lock_guard lock(touches_mutex_);
+  const auto now = std::chrono::steady_clock::now();
+  if (pending_touches_.empty()) first_pending_ = now;
+  pending_touches_.emplace_back(key.str());
+  // Flushes that kept finding the main connection busy: the next hit waits for it, so that the
+  // list stays bounded.
+  if (pending_touches_.size() >= 8 * kFlushAfterTouches) return TouchDue::now;
+  return pending_touches_.size() >= kFlushAfterTouches || now - first_pending_ >= kFlushAfterTime
+             ? TouchDue::if_free
+             : TouchDue::later;
+}
+
 void SqliteBackend::flush_touches_locked() {
-  if (pending_touches_.empty()) return;
+  const std::vector<std::string> touches = take_touches();
+  if (touches.empty()) return;
   // Only each key's last touch: an UPDATE rewrites the whole row, payload and overflow pages
   // included, so a hot key hit 256 times between flushes used to rewrite its payload 256 times
   // (the 64 KiB hit cost 3.4x a bare SELECT). The order of last touches is the LRU order.
   std::unordered_map<std::string_view, size_t> last;
-  for (size_t i = 0; i < pending_touches_.size(); ++i) last[pending_touches_[i]] = i;
+  for (size_t i = 0; i < touches.size(); ++i) last[touches[i]] = i;
   int64_t clock = meta_get("clock");
-  for (size_t i = 0; i < pending_touches_.size(); ++i) {
-    const std::string &k = pending_touches_[i];
+  for (size_t i = 0; i < touches.size(); ++i) {
+    const std::string &k = touches[i];
     if (last[k] != i) continue;
     StmtScope q{stmt(kTouch)};
     sqlite3_bind_blob(q.s, 1, k.data(), static_cast<int>(k.size()), SQLITE_STATIC);
@@ -163,20 +196,22 @@ void SqliteBackend::flush_touches_locked() {
     if (rc != SQLITE_DONE) fail(rc, "cannot record entry recency");
   }
   meta_set("clock", clock);
-  pending_touches_.clear();
 }
 
-void SqliteBackend::maybe_flush_touches_locked() {
-  if (read_only_) {
-    pending_touches_.clear();
+void SqliteBackend::flush_touches(TouchDue due) {
+  // A hit never waits for a writer holding the write lock (the touches then wait for this
+  // handle's next write), and waits for a thread busy on the main connection only when the list
+  // has grown long.
+  std::unique_lock lock(mutex_, std::defer_lock);
+  if (due == TouchDue::now)
+    lock.lock();
+  else if (!lock.try_lock())
+    return;
+  if (read_only_ || !db_) {
+    take_touches();
     return;
   }
-  if (pending_touches_.size() < kFlushAfterTouches &&
-      std::chrono::steady_clock::now() - first_pending_ < kFlushAfterTime)
-    return;
-  // A hit never waits for a writer: if another connection holds the write lock, the touches
-  // wait for this handle's next write.
-  try_write_txn([&] { flush_touches_locked(); });
+  with_recovery([&] { try_write_txn([&] { flush_touches_locked(); }); });
 }
 
 bool SqliteBackend::try_write_txn(const std::function<void()> &fn) {
@@ -243,10 +278,35 @@ void SqliteBackend::store_totals_locked(const Totals &t) {
   meta_set("totals_check", totals_check(t.size, t.count));
 }
 
+bool SqliteBackend::delete_row_locked(int64_t rowid, int64_t *freed, bool *had_entry) {
+  *had_entry = false;
+  *freed = 0;
+  {
+    StmtScope d{stmt(kDeleteRow)};
+    sqlite3_bind_int64(d.s, 1, rowid);
+    int rc;
+    while ((rc = sqlite3_step(d.s)) == SQLITE_ROW) {
+      *had_entry = true;
+      *freed = std::max<int64_t>(0, sqlite3_column_int64(d.s, 0));
+    }
+    if (rc != SQLITE_DONE) fail(rc, "cannot evict an entry");
+  }
+  return delete_recency_locked(rowid) || *had_entry;
+}
+
+bool SqliteBackend::delete_recency_locked(int64_t rowid) {
+  StmtScope r{stmt(kDeleteRecency)};
+  sqlite3_bind_int64(r.s, 1, rowid);
+  const int rc = sqlite3_step(r.s);
+  if (rc != SQLITE_DONE) fail(rc, "cannot delete an entry's recency");
+  return sqlite3_changes(db_) > 0;
+}
+
 // Deletes least-recently-used rows (by rowid: a row whose key has another type, or an index that
-// no longer finds it, is deleted all the same) until the total fits the cap. Only rows actually
-// deleted count; totals that disagree with the table (negative, or over the cap with nothing
-// left to delete) are recounted once. Each pass deletes a row or ends the loop.
+// no longer finds it, is deleted all the same; entries without a recency row go after every
+// ranked one) until the total fits the cap. Only rows actually deleted count; totals that
+// disagree with the table (negative, or over the cap with nothing left to delete) are recounted
+// once. Each pass deletes a row or ends the loop.
 void SqliteBackend::evict_locked(Totals &t, ByteView keep) {
   if (!config_.max_size_bytes) return;
   bool recounted = false;
@@ -254,35 +314,30 @@ void SqliteBackend::evict_locked(Totals &t, ByteView keep) {
     t = recount_locked();
     recounted = true;
   }
-  while (uint64_t(t.size) > config_.max_size_bytes) {
-    std::vector<int64_t> oldest;
-    {
-      StmtScope q{stmt(kOldest)};
-      int rc;
-      while ((rc = sqlite3_step(q.s)) == SQLITE_ROW) {
-        const bool is_keep =
-            sqlite3_column_type(q.s, 1) == SQLITE_BLOB &&
-            ByteView(sqlite3_column_blob(q.s, 1), size_t(sqlite3_column_bytes(q.s, 1))) == keep;
-        if (!is_keep) oldest.push_back(sqlite3_column_int64(q.s, 0));
-      }
-      if (rc != SQLITE_DONE) fail(rc, "cannot find entries to evict");
+  auto candidates = [&](Stmt which) {
+    std::vector<int64_t> rowids;
+    StmtScope q{stmt(which)};
+    int rc;
+    while ((rc = sqlite3_step(q.s)) == SQLITE_ROW) {
+      const bool is_keep =
+          sqlite3_column_type(q.s, 1) == SQLITE_BLOB &&
+          ByteView(sqlite3_column_blob(q.s, 1), size_t(sqlite3_column_bytes(q.s, 1))) == keep;
+      if (!is_keep) rowids.push_back(sqlite3_column_int64(q.s, 0));
     }
+    if (rc != SQLITE_DONE) fail(rc, "cannot find entries to evict");
+    return rowids;
+  };
+  while (uint64_t(t.size) > config_.max_size_bytes) {
+    std::vector<int64_t> oldest = candidates(kOldest);
+    if (oldest.empty()) oldest = candidates(kUnranked);
     bool progressed = false;
     for (const int64_t rowid : oldest) {
-      StmtScope d{stmt(kDeleteRow)};
-      sqlite3_bind_int64(d.s, 1, rowid);
-      int rc;
-      bool deleted = false;
-      int64_t freed = 0;
-      while ((rc = sqlite3_step(d.s)) == SQLITE_ROW) {
-        deleted = true;
-        freed = std::max<int64_t>(0, sqlite3_column_int64(d.s, 0));
-      }
-      if (rc != SQLITE_DONE) fail(rc, "cannot evict an entry");
-      if (!deleted) continue;
+      int64_t freed;
+      bool had_entry;
+      if (delete_row_locked(rowid, &freed, &had_entry)) progressed = true;
+      if (!had_entry) continue;  // a recency row left without its entry
       t.size -= freed;
       --t.count;
-      progressed = true;
       if (config_.events) config_.events->evictions.fetch_add(1, std::memory_order_relaxed);
       if (t.size < 0 || uint64_t(t.size) <= config_.max_size_bytes) break;
     }
@@ -296,7 +351,20 @@ void SqliteBackend::evict_locked(Totals &t, ByteView keep) {
 }
 
 SharedBlob SqliteBackend::get(ByteView key, Access access) {
-  std::lock_guard lock(mutex_);
+  SharedBlob blob;
+  {
+    std::unique_lock lock(mutex_, std::try_to_lock);
+    if (!lock.owns_lock() && !get_with_reader(key, &blob)) lock.lock();
+    if (lock.owns_lock()) blob = get_locked(key, access);
+  }
+  if (blob && access == Access::use) {
+    const TouchDue due = note_touch(key);
+    if (due != TouchDue::later) flush_touches(due);
+  }
+  return blob;
+}
+
+SharedBlob SqliteBackend::get_locked(ByteView key, Access) {
   return with_recovery([&]() -> SharedBlob {
     StmtScope q{stmt(kGet)};
     sqlite3_bind_blob(q.s, 1, key.data, static_cast<int>(key.size), SQLITE_STATIC);
@@ -306,15 +374,68 @@ SharedBlob SqliteBackend::get(ByteView key, Access access) {
     });
     if (rc == SQLITE_DONE) return nullptr;
     if (rc != SQLITE_ROW) fail(rc, "cannot read an entry");
-    const int n = sqlite3_column_bytes(q.s, 0);
-    auto blob = std::make_shared<Blob>(static_cast<size_t>(n));
-    if (n) std::memcpy(blob->data(), sqlite3_column_blob(q.s, 0), static_cast<size_t>(n));
-    if (access == Access::peek) return blob;
-    if (pending_touches_.empty()) first_pending_ = std::chrono::steady_clock::now();
-    pending_touches_.emplace_back(key.str());
-    maybe_flush_touches_locked();
+    int read_rc = SQLITE_OK;
+    auto blob = read_record(db_, q.s, &read_rc);
+    if (!blob) fail(read_rc, "cannot read an entry");
     return blob;
   });
+}
+
+bool SqliteBackend::get_with_reader(ByteView key, SharedBlob *out) {
+  Reader *reader = take_reader();
+  if (!reader) return false;
+  int rc;
+  {
+    StmtScope q{reader->get};
+    sqlite3_bind_blob(q.s, 1, key.data, static_cast<int>(key.size), SQLITE_STATIC);
+    rc = step_while_busy(busy_timeout_ms_, [&] {
+      sqlite3_reset(q.s);
+      return sqlite3_step(q.s);
+    });
+    if (rc == SQLITE_ROW) {
+      *out = read_record(reader->db, q.s, &rc);
+      if (*out) rc = SQLITE_DONE;
+    }
+  }
+  return_reader(reader, rc == SQLITE_DONE);
+  return rc == SQLITE_DONE;
+}
+
+// row: a kGet row, still stepped, so that the incremental read sees the row's own snapshot.
+SharedBlob SqliteBackend::read_record(sqlite3 *db, sqlite3_stmt *row, int *rc) {
+  if (sqlite3_column_type(row, 0) != SQLITE_NULL) {
+    const int n = sqlite3_column_bytes(row, 0);
+    auto blob = std::make_shared<Blob>(static_cast<size_t>(n));
+    if (n) std::memcpy(blob->data(), sqlite3_column_blob(row, 0), static_cast<size_t>(n));
+    return blob;
+  }
+  sqlite3_blob *incremental = nullptr;
+  *rc = sqlite3_blob_open(db, "main", "entries", "record", sqlite3_column_int64(row, 1), 0,
+                          &incremental);
+  struct CloseBlob {
+    sqlite3_blob *b;
+    ~CloseBlob() { sqlite3_blob_close(b); }
+  } close_blob{incremental};
+  if (*rc != SQLITE_OK) return nullptr;
+  const int n = sqlite3_blob_bytes(incremental);
+  auto blob = std::make_shared<Blob>(static_cast<size_t>(n));
+  *rc = sqlite3_blob_read(incremental, blob->data(), n, 0);
+  return *rc == SQLITE_OK ? blob : nullptr;
+}
+
+bool SqliteBackend::delete_entry_locked(ByteView key, Totals *t, int64_t *rowid) {
+  StmtScope d{stmt(kDelete)};
+  sqlite3_bind_blob(d.s, 1, key.data, static_cast<int>(key.size), SQLITE_STATIC);
+  bool deleted = false;
+  int rc;
+  while ((rc = sqlite3_step(d.s)) == SQLITE_ROW) {
+    t->size -= sqlite3_column_int64(d.s, 0);
+    --t->count;
+    *rowid = sqlite3_column_int64(d.s, 1);
+    deleted = true;
+  }
+  if (rc != SQLITE_DONE) fail(rc, "cannot delete an entry");
+  return deleted;
 }
 
 void SqliteBackend::put(ByteView key, Blob &&record, uint64_t payload_size) {
@@ -324,27 +445,24 @@ void SqliteBackend::put(ByteView key, Blob &&record, uint64_t payload_size) {
     write_txn([&] {
       flush_touches_locked();
       Totals t = load_totals_locked();
-      {
-        StmtScope q{stmt(kOldSize)};
-        sqlite3_bind_blob(q.s, 1, key.data, static_cast<int>(key.size), SQLITE_STATIC);
-        const int rc = sqlite3_step(q.s);
-        if (rc == SQLITE_ROW) {
-          t.size -= sqlite3_column_int64(q.s, 0);
-          --t.count;
-        } else if (rc != SQLITE_DONE) {
-          fail(rc, "cannot read an entry's size");
-        }
-      }
+      int64_t old_rowid = 0;
+      if (delete_entry_locked(key, &t, &old_rowid)) delete_recency_locked(old_rowid);
       const int64_t clock = meta_get("clock") + 1;
       {
         StmtScope q{stmt(kInsert)};
         sqlite3_bind_blob(q.s, 1, key.data, static_cast<int>(key.size), SQLITE_STATIC);
         sqlite3_bind_blob64(q.s, 2, record.data(), record.size(), SQLITE_STATIC);
         sqlite3_bind_int64(q.s, 3, static_cast<int64_t>(payload_size));
-        sqlite3_bind_int64(q.s, 4, clock);
-        sqlite3_bind_int64(q.s, 5, int64_t(std::time(nullptr)));
         const int rc = sqlite3_step(q.s);
         if (rc != SQLITE_DONE) fail(rc, "cannot store an entry");
+      }
+      {
+        StmtScope q{stmt(kAddRecency)};
+        sqlite3_bind_int64(q.s, 1, sqlite3_last_insert_rowid(db_));
+        sqlite3_bind_int64(q.s, 2, clock);
+        sqlite3_bind_int64(q.s, 3, int64_t(std::time(nullptr)));
+        const int rc = sqlite3_step(q.s);
+        if (rc != SQLITE_DONE) fail(rc, "cannot record an entry's recency");
       }
       t.size += static_cast<int64_t>(payload_size);
       ++t.count;
@@ -364,18 +482,10 @@ bool SqliteBackend::remove(ByteView key) {
     write_txn([&] {
       flush_touches_locked();
       Totals t = load_totals_locked();
-      StmtScope d{stmt(kDelete)};
-      sqlite3_bind_blob(d.s, 1, key.data, static_cast<int>(key.size), SQLITE_STATIC);
-      int64_t size = 0;
-      int rc;
-      while ((rc = sqlite3_step(d.s)) == SQLITE_ROW) {
-        size = sqlite3_column_int64(d.s, 0);
-        removed = true;
-      }
-      if (rc != SQLITE_DONE) fail(rc, "cannot delete an entry");
+      int64_t rowid = 0;
+      removed = delete_entry_locked(key, &t, &rowid);
       if (removed) {
-        t.size -= size;
-        --t.count;
+        delete_recency_locked(rowid);
         store_totals_locked(t.size < 0 || t.count < 0 ? recount_locked() : t);
       }
     });
@@ -408,10 +518,12 @@ void SqliteBackend::clear() {
   with_recovery([&] {
     if (read_only_) throw Error(Status::permission, "cache database '" + path_ + "' is read-only");
     write_txn([&] {
-      pending_touches_.clear();
-      StmtScope q{stmt(kClear)};
-      const int rc = sqlite3_step(q.s);
-      if (rc != SQLITE_DONE) fail(rc, "cannot clear the cache");
+      take_touches();
+      for (Stmt which : {kClear, kClearRecency}) {
+        StmtScope q{stmt(which)};
+        const int rc = sqlite3_step(q.s);
+        if (rc != SQLITE_DONE) fail(rc, "cannot clear the cache");
+      }
       store_totals_locked({});
     });
   });

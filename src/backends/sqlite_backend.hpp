@@ -40,13 +40,13 @@ class SqliteBackend final : public Backend, public SharedCounters {
   void put_meta(std::string_view name, ByteView record) override;
   std::string lock_dir() const override { return path_ + ".locks"; }
 
-  static constexpr int kSchemaVersion = 1;
+  static constexpr int kSchemaVersion = 2;
+  static constexpr size_t kMaxIdleReaders = 8;
 
  private:
   enum Stmt {
     kGet,
     kTouch,
-    kOldSize,
     kInsert,
     kDelete,
     kOldest,
@@ -58,12 +58,16 @@ class SqliteBackend final : public Backend, public SharedCounters {
     kClear,
     kList,
     kMetaAdd,
+    kAddRecency,
+    kDeleteRecency,
+    kClearRecency,
     kMemoGet,
     kMemoPut,
     kMemoTrim,
     kDeleteRow,
     kRecount,
     kTotals,
+    kUnranked,
     kStmtCount
   };
 
@@ -93,8 +97,35 @@ class SqliteBackend final : public Backend, public SharedCounters {
   [[noreturn]] void fail(int rc, const std::string &what);
   int64_t meta_get(const char *name);
   void meta_set(const char *name, int64_t value);
+  // A read-only connection of this handle's pool. A hit runs on the main connection when it is
+  // free and on a reader when another thread holds it: WAL readers never wait for each other,
+  // so hits scale with threads, and a single-threaded process opens no second connection.
+  struct Reader {
+    sqlite3 *db = nullptr;
+    sqlite3_stmt *get = nullptr;
+    uint64_t generation = 0;  // the main connection's generation it was opened against
+  };
+  SharedBlob get_locked(ByteView key, Access access);
+  // Answers a lookup on a reader; false when no reader could answer (the caller then takes the
+  // main connection, which reports errors and repairs damage).
+  bool get_with_reader(ByteView key, SharedBlob *out);
+  Reader *take_reader();
+  // healthy: the reader answered without an error and may be reused.
+  void return_reader(Reader *reader, bool healthy);
+  Reader *open_reader(uint64_t generation, dev_t dev, ino_t ino);
+  // Forgets the pool: the main connection changed (closed, moved aside, or another process's
+  // after fork()). abandon: the readers belong to the parent process, so are not closed.
+  void drop_readers(bool abandon);
+  void enable_readers();
+  // The record of a kGet row (one copy, whatever its size); nullptr with *rc set on failure.
+  static SharedBlob read_record(sqlite3 *db, sqlite3_stmt *row, int *rc);
+  enum class TouchDue { later, if_free, now };
+  // Records a hit's touch, and says whether the pending touches are due to be written.
+  TouchDue note_touch(ByteView key);
+  std::vector<std::string> take_touches();
   void flush_touches_locked();
-  void maybe_flush_touches_locked();
+  // Writes the pending touches if the write lock is free (and, unless due now, mutex_ too).
+  void flush_touches(TouchDue due);
   // The entry count and payload total, kept in meta with a check value over both.
   struct Totals {
     int64_t size = 0, count = 0;
@@ -107,6 +138,11 @@ class SqliteBackend final : public Backend, public SharedCounters {
   // The totals for count() and size(), repaired first when they fail their check.
   Totals current_totals();
   void evict_locked(Totals &t, ByteView keep);
+  // Deletes the entry at rowid and its recency; false if neither existed. *freed: its size.
+  bool delete_row_locked(int64_t rowid, int64_t *freed, bool *had_entry);
+  bool delete_recency_locked(int64_t rowid);  // false if there was none
+  // Deletes key's entry, taking it out of *t; false if there was none. *rowid: its rowid.
+  bool delete_entry_locked(ByteView key, Totals *t, int64_t *rowid);
   // counts_as_damage: false for a database that merely predates the check value.
   Totals recount_locked(bool counts_as_damage = true);
 
@@ -123,8 +159,16 @@ class SqliteBackend final : public Backend, public SharedCounters {
   dev_t db_dev_ = 0;  // the database file this connection opened
   ino_t db_ino_ = 0;
   // Recency of hits not yet written (a hit stays a read); flushed in order before any write.
+  ForkSafeMutex touches_mutex_{ForkSafeMutex::kInner};  // taken after mutex_, never before
   std::vector<std::string> pending_touches_;
   std::chrono::steady_clock::time_point first_pending_;
+  ForkSafeMutex readers_mutex_{ForkSafeMutex::kInner};  // taken after mutex_, never before
+  std::vector<Reader *> idle_readers_;
+  bool readers_enabled_ = false;
+  uint64_t reader_generation_ = 0;
+  long readers_pid_ = 0;
+  dev_t reader_dev_ = 0;  // db_dev_ and db_ino_, for threads that do not hold mutex_
+  ino_t reader_ino_ = 0;
 };
 
 }  // namespace progcache

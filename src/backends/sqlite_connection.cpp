@@ -186,6 +186,7 @@ void SqliteBackend::open_connection() {
     disconnect(false);
     throw;
   }
+  enable_readers();
   if (!wal_)
     set_thread_warning("cache database is on a network filesystem (" + net +
                        "): WAL is unsafe there, using journal_mode=DELETE (slower; consider "
@@ -226,7 +227,8 @@ void SqliteBackend::set_journal_mode() {
 }
 
 void SqliteBackend::disconnect(bool abandon) {
-  pending_touches_.clear();
+  take_touches();
+  drop_readers(abandon);
   if (!db_) return;
   if (!abandon) {
     for (auto &s : stmts_) sqlite3_finalize(s);
@@ -236,6 +238,96 @@ void SqliteBackend::disconnect(bool abandon) {
   // forbids using or closing it in the child) and its memory is abandoned.
   for (auto &s : stmts_) s = nullptr;
   db_ = nullptr;
+}
+
+void SqliteBackend::enable_readers() {
+  std::lock_guard lock(readers_mutex_);
+  ++reader_generation_;
+  // Readers only where they cannot differ from the main connection: a WAL database this process
+  // may write (an immutable snapshot or a rollback journal would need their own rules).
+  readers_enabled_ = wal_ && !read_only_;
+  readers_pid_ = pid_;
+  reader_dev_ = db_dev_;
+  reader_ino_ = db_ino_;
+}
+
+void SqliteBackend::drop_readers(bool abandon) {
+  std::vector<Reader *> idle;
+  {
+    std::lock_guard lock(readers_mutex_);
+    ++reader_generation_;
+    readers_enabled_ = false;
+    idle.swap(idle_readers_);
+  }
+  for (Reader *r : idle) {
+    if (abandon) continue;  // another process's connections: neither used nor closed
+    sqlite3_finalize(r->get);
+    sqlite3_close_v2(r->db);
+    delete r;
+  }
+}
+
+SqliteBackend::Reader *SqliteBackend::take_reader() {
+  uint64_t generation;
+  dev_t dev;
+  ino_t ino;
+  {
+    std::lock_guard lock(readers_mutex_);
+    if (!readers_enabled_ || readers_pid_ != ::getpid()) return nullptr;
+    if (!idle_readers_.empty()) {
+      Reader *r = idle_readers_.back();
+      idle_readers_.pop_back();
+      return r;
+    }
+    generation = reader_generation_;
+    dev = reader_dev_;
+    ino = reader_ino_;
+  }
+  return open_reader(generation, dev, ino);
+}
+
+void SqliteBackend::return_reader(Reader *reader, bool healthy) {
+  {
+    std::lock_guard lock(readers_mutex_);
+    if (healthy && readers_enabled_ && reader->generation == reader_generation_ &&
+        readers_pid_ == ::getpid() && idle_readers_.size() < kMaxIdleReaders) {
+      idle_readers_.push_back(reader);
+      return;
+    }
+  }
+  sqlite3_finalize(reader->get);
+  sqlite3_close_v2(reader->db);
+  delete reader;
+}
+
+// A reader must open the very file the main connection checked (owner, mode, directory):
+// it is opened read-only without following links, and kept only if the path still names the
+// same inode afterwards. Any failure leaves the lookup to the main connection.
+SqliteBackend::Reader *SqliteBackend::open_reader(uint64_t generation, dev_t dev, ino_t ino) {
+  auto *r = new Reader{nullptr, nullptr, generation};
+  const int rc =
+      sqlite3_open_v2(path_.c_str(), &r->db,
+                      SQLITE_OPEN_READONLY | SQLITE_OPEN_NOFOLLOW | SQLITE_OPEN_NOMUTEX, nullptr);
+  struct stat st;
+  bool ok =
+      rc == SQLITE_OK && ::stat(path_.c_str(), &st) == 0 && st.st_dev == dev && st.st_ino == ino;
+  if (ok) {
+    sqlite3_extended_result_codes(r->db, 1);
+    sqlite3_db_config(r->db, SQLITE_DBCONFIG_DEFENSIVE, 1, nullptr);
+    sqlite3_db_config(r->db, SQLITE_DBCONFIG_TRUSTED_SCHEMA, 0, nullptr);
+    sqlite3_busy_timeout(r->db, busy_timeout_ms_);
+    ok = sqlite3_exec(r->db, "PRAGMA cell_size_check=ON; PRAGMA mmap_size=0;", nullptr, nullptr,
+                      nullptr) == SQLITE_OK &&
+         sqlite3_prepare_v3(r->db, sql_text(kGet), -1, SQLITE_PREPARE_PERSISTENT, &r->get,
+                            nullptr) == SQLITE_OK;
+  }
+  if (ok) return r;
+  sqlite3_finalize(r->get);
+  sqlite3_close_v2(r->db);
+  delete r;
+  std::lock_guard lock(readers_mutex_);
+  if (reader_generation_ == generation) readers_enabled_ = false;  // not again for this file
+  return nullptr;
 }
 
 void SqliteBackend::ensure_process() {
@@ -284,20 +376,31 @@ void SqliteBackend::init_schema() {
     }
   }
   if (version < kSchemaVersion) {
+    if (read_only_ && version == 1)
+      throw Error(Status::permission,
+                  "cache database '" + path_ +
+                      "' has schema version 1 (an older progcache) and is read-only here: open "
+                      "it once where it is writable to convert it in place");
     if (read_only_)
       throw Error(Status::permission,
                   "cache database '" + path_ + "' is read-only and has no progcache schema");
-    // Older or foreign layout: rebuild (a cache can always be refilled).
+    // Version 1 converts in place; an older or foreign layout is rebuilt (a cache can always be
+    // refilled).
     write_txn([&] {
-      if (user_version() == kSchemaVersion) return;  // another process got here first
-      int rc = sqlite3_exec(db_,
-                            "DROP TABLE IF EXISTS entries; DROP TABLE IF EXISTS meta;"
-                            " DROP TABLE IF EXISTS memo;",
-                            nullptr, nullptr, nullptr);
-      if (rc != SQLITE_OK) fail(rc, "cannot drop the old schema");
-      rc = sqlite3_exec(db_, kSchema, nullptr, nullptr, nullptr);
-      if (rc != SQLITE_OK) fail(rc, "cannot create the schema");
-      store_totals_locked({});
+      const int found = user_version();
+      if (found == kSchemaVersion) return;  // another process got here first
+      int rc =
+          found == 1 ? sqlite3_exec(db_, kMigrateFrom1, nullptr, nullptr, nullptr) : SQLITE_ERROR;
+      if (rc != SQLITE_OK) {  // a foreign layout, or a version 1 that will not convert: rebuild
+        rc = sqlite3_exec(db_,
+                          "DROP TABLE IF EXISTS entries; DROP TABLE IF EXISTS recency;"
+                          " DROP TABLE IF EXISTS meta; DROP TABLE IF EXISTS memo;",
+                          nullptr, nullptr, nullptr);
+        if (rc != SQLITE_OK) fail(rc, "cannot drop the old schema");
+        rc = sqlite3_exec(db_, kSchema, nullptr, nullptr, nullptr);
+        if (rc != SQLITE_OK) fail(rc, "cannot create the schema");
+        store_totals_locked({});
+      }
       rc = sqlite3_exec(
           db_,
           ("PRAGMA user_version=" + std::to_string(kSchemaVersion) +
@@ -330,7 +433,7 @@ void SqliteBackend::reset_database(const std::string &why) {
     sqlite3_finalize(s);
     s = nullptr;
   }
-  pending_touches_.clear();
+  take_touches();
   sqlite3_db_config(db_, SQLITE_DBCONFIG_DEFENSIVE, 0, nullptr);
   sqlite3_db_config(db_, SQLITE_DBCONFIG_RESET_DATABASE, 1, nullptr);
   int rc = sqlite3_exec(db_, "VACUUM", nullptr, nullptr, nullptr);

@@ -13,17 +13,32 @@
 
 namespace progcache::sqlite_detail {
 
-// atime is a logical clock kept in meta, not wall time: the LRU order stays exact even for
-// touches within one second, and across processes (the clock advances inside write txns).
+// Schema version 2. Recency lives in a table of its own, keyed by the entry's rowid: SQLite
+// rewrites a whole row on UPDATE, so a touch in the entry's row rewrote its payload and overflow
+// pages (version 1 did that: a flush of 64 touched 4 KiB entries wrote 64 payloads). atime is a
+// logical clock kept in meta, not wall time: the LRU order stays exact even for touches within
+// one second, and across processes (the clock advances inside write txns).
 constexpr const char *kSchema =
     "CREATE TABLE entries(key BLOB PRIMARY KEY NOT NULL CHECK(typeof(key) = 'blob'),"
-    " record BLOB NOT NULL, size INTEGER NOT NULL CHECK(typeof(size) = 'integer' AND size >= 0),"
-    " atime INTEGER NOT NULL, used_at INTEGER NOT NULL);"
-    "CREATE INDEX entries_by_atime ON entries(atime);"
+    " record BLOB NOT NULL, size INTEGER NOT NULL CHECK(typeof(size) = 'integer' AND size >= 0));"
+    "CREATE TABLE recency(id INTEGER PRIMARY KEY, atime INTEGER NOT NULL,"
+    " used_at INTEGER NOT NULL);"
+    "CREATE INDEX recency_by_atime ON recency(atime);"
     "CREATE TABLE meta(name TEXT PRIMARY KEY NOT NULL, value INTEGER NOT NULL);"
     "CREATE TABLE IF NOT EXISTS memo(name TEXT PRIMARY KEY NOT NULL, record BLOB NOT NULL);"
     "INSERT INTO meta VALUES('clock', 0), ('total_size', 0), ('entry_count', 0), ('hits', 0),"
     " ('misses', 0), ('evictions', 0), ('compile_us_saved', 0);";
+
+// Version 1 to 2 in place, keeping every entry and its recency (DROP COLUMN keeps rowids).
+constexpr const char *kMigrateFrom1 =
+    "CREATE TABLE recency(id INTEGER PRIMARY KEY, atime INTEGER NOT NULL,"
+    " used_at INTEGER NOT NULL);"
+    "CREATE INDEX recency_by_atime ON recency(atime);"
+    "INSERT INTO recency(id, atime, used_at) SELECT rowid, atime, used_at FROM entries;"
+    "DROP INDEX entries_by_atime;"
+    "ALTER TABLE entries DROP COLUMN atime;"
+    "ALTER TABLE entries DROP COLUMN used_at;"
+    "CREATE TABLE IF NOT EXISTS memo(name TEXT PRIMARY KEY NOT NULL, record BLOB NOT NULL);";
 
 // Memos (the metadata side channel) came after schema version 1 without changing what older
 // versions read: a version-1 database gains the table when it is first opened for writing.
