@@ -710,3 +710,32 @@ TEST(Sqlite, AReadOnlyVersion1DatabaseSaysHowToConvertIt) {
   });
   EXPECT_EQ(rc, 0);
 }
+
+// Converting a version-1 database that meets a full disk (here a file-size limit) must fail the
+// open and keep the entries for a later try, never fall back to rebuilding the schema (which
+// drops every entry) over a transient error.
+TEST(Sqlite, AConversionThatMeetsAFullDiskKeepsTheEntries) {
+  TempDir d;
+  const std::string db = d / "cache.db";
+  {
+    Handle c("sqlite:" + db);
+    for (int i = 0; i < 64; ++i)
+      ASSERT_EQ(c.put("k" + std::to_string(i), std::string(4096, 'v')), PCACHE_OK);
+  }
+  downgrade_to_version_1(db);
+  sql_exec(db, "PRAGMA wal_checkpoint(TRUNCATE)");
+  const pid_t child = spawn([&] {
+    ::signal(SIGXFSZ, SIG_IGN);
+    struct rlimit lim = {128 * 1024, 128 * 1024};  // the WAL cannot take the rewritten table
+    ::setrlimit(RLIMIT_FSIZE, &lim);
+    pcache *h = nullptr;
+    const pcache_status st = pcache_open(("sqlite:" + db).c_str(), nullptr, &h);
+    pcache_close(h);
+    return st == PCACHE_OK ? 1 : 0;
+  });
+  EXPECT_EQ(wait_for(child), 0) << "the conversion should have failed for want of space";
+  EXPECT_EQ(sql_scalar(db, "SELECT count(*) FROM entries"), "64");
+  Handle c("sqlite:" + db);
+  EXPECT_EQ(c.count(), 64u);
+  EXPECT_EQ(c.get("k5", nullptr), PCACHE_OK);
+}

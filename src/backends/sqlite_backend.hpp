@@ -105,7 +105,7 @@ class SqliteBackend final : public Backend, public SharedCounters {
     sqlite3_stmt *get = nullptr;
     uint64_t generation = 0;  // the main connection's generation it was opened against
   };
-  SharedBlob get_locked(ByteView key, Access access);
+  SharedBlob get_locked(ByteView key);
   // Answers a lookup on a reader; false when no reader could answer (the caller then takes the
   // main connection, which reports errors and repairs damage).
   bool get_with_reader(ByteView key, SharedBlob *out);

@@ -391,6 +391,9 @@ void SqliteBackend::init_schema() {
       if (found == kSchemaVersion) return;  // another process got here first
       int rc =
           found == 1 ? sqlite3_exec(db_, kMigrateFrom1, nullptr, nullptr, nullptr) : SQLITE_ERROR;
+      // Only a layout that does not match (SQLITE_ERROR: no such table or column) is rebuilt; a
+      // full disk, an I/O error or damage fails the open (or resets) with the entries kept.
+      if (rc != SQLITE_OK && (rc & 0xff) != SQLITE_ERROR) fail(rc, "cannot convert the schema");
       if (rc != SQLITE_OK) {  // a foreign layout, or a version 1 that will not convert: rebuild
         rc = sqlite3_exec(db_,
                           "DROP TABLE IF EXISTS entries; DROP TABLE IF EXISTS recency;"
