@@ -74,11 +74,15 @@ int64_t totals_check(int64_t size, int64_t count) {
 
 constexpr size_t kFlushAfterTouches = 128;
 
-// SQLite's global mutexes a child needs to open its own connection (the main one, the unix VFS's
-// inode list, the allocator's), in the order SQLite nests them: held across fork() so that a
-// parent thread inside sqlite3_step at that instant cannot leave one locked in the child.
-constexpr int kSqliteForkMutexes[] = {SQLITE_MUTEX_STATIC_MAIN, SQLITE_MUTEX_STATIC_VFS1,
-                                      SQLITE_MUTEX_STATIC_MEM};
+// SQLite's global mutexes a child needs to open its own connection (the unix VFS's inode list,
+// the random generator's, the main one, the allocator's), in the order SQLite nests them: the
+// VFS draws random numbers (a WAL's salts) under its lock, and the generator's first use finds
+// the default VFS under the main one. Held across fork() so that a parent thread inside
+// sqlite3_step at that instant cannot leave one locked in the child. (Taking the main mutex
+// before the VFS's, as this did, could deadlock a fork against two threads opening databases;
+// TSan reported the cycle.)
+constexpr int kSqliteForkMutexes[] = {SQLITE_MUTEX_STATIC_VFS1, SQLITE_MUTEX_STATIC_PRNG,
+                                      SQLITE_MUTEX_STATIC_MAIN, SQLITE_MUTEX_STATIC_MEM};
 void sqlite_fork_prepare() {
   for (int id : kSqliteForkMutexes) sqlite3_mutex_enter(sqlite3_mutex_alloc(id));
 }
