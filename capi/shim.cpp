@@ -13,6 +13,8 @@ pcache *g_free_slots = nullptr;  // reachable, so leak checkers see no leak
 
 }  // namespace
 
+thread_local std::string t_last_error;
+
 pcache *take_slot() {
   std::lock_guard lock(g_slots_mutex);
   if (pcache *p = g_free_slots) {
@@ -46,11 +48,10 @@ void return_slot(pcache *p) {
 }
 
 pcache_status fail(pcache_status status, const std::string &message) noexcept {
-  std::string &last_error = progcache::thread_messages().last_error;
   try {
-    last_error = message;
+    t_last_error = message;
   } catch (...) {
-    last_error.clear();  // no memory for the message: the status still says what happened
+    t_last_error.clear();  // no memory for the message: the status still says what happened
   }
   return status;
 }

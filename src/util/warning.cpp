@@ -5,16 +5,16 @@
 namespace progcache {
 namespace {
 
-thread_local ThreadMessages t_messages;
+thread_local std::string t_warning;
 
 }  // namespace
 
-ThreadMessages &thread_messages() {
-  return t_messages;
+void set_thread_warning(std::string message) {
+  t_warning = std::move(message);
 }
 
-void set_thread_warning(std::string message) {
-  t_messages.warning = std::move(message);
+std::string take_thread_warning() {
+  return std::exchange(t_warning, std::string());
 }
 
 }  // namespace progcache
