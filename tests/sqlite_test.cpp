@@ -595,6 +595,36 @@ TEST(Sqlite, ATouchLeavesTheEntryRowAlone) {
             "a");
 }
 
+// Every process's first connection reads back each WAL frame since the last checkpoint, and
+// every process that hits writes a few (recency, counters): the WAL must stay bounded, or a fresh
+// process's hit slows down as it fills (SQLite's default let it grow to 1,000 frames, 4 MiB).
+TEST(Sqlite, TheWalStaysSmallAcrossManyWritersAndFreshHits) {
+  TempDir d;
+  const std::string db = d / "cache.db";
+  {
+    Handle c("sqlite:" + db);
+    for (int i = 0; i < 150; ++i)  // one write transaction each
+      ASSERT_EQ(c.put("k" + std::to_string(i), std::string(1000, char('a' + i % 26))), PCACHE_OK);
+  }
+  for (int i = 0; i < 60; ++i) {  // a process that hits and exits, as far as SQLite can tell
+    Handle c("sqlite:" + db);
+    ASSERT_EQ(c.get("k" + std::to_string(i), nullptr), PCACHE_OK);
+  }
+  std::error_code ec;
+  const auto wal_bytes = std::filesystem::file_size(db + "-wal", ec);
+  ASSERT_FALSE(ec) << "the WAL was expected to stay on disk: " << ec.message();
+  EXPECT_LT(wal_bytes, 2u << 20);
+  // PRAGMA wal_checkpoint answers (busy, frames in the WAL, frames checkpointed).
+  sqlite3 *h = nullptr;
+  ASSERT_EQ(sqlite3_open(db.c_str(), &h), SQLITE_OK);
+  sqlite3_stmt *s = nullptr;
+  ASSERT_EQ(sqlite3_prepare_v2(h, "PRAGMA wal_checkpoint(PASSIVE)", -1, &s, nullptr), SQLITE_OK);
+  ASSERT_EQ(sqlite3_step(s), SQLITE_ROW);
+  EXPECT_LE(sqlite3_column_int(s, 1), 256 + 16);
+  sqlite3_finalize(s);
+  sqlite3_close(h);
+}
+
 // Rows a foreign writer or damage left unpaired: entries without a recency row are evicted after
 // every ranked one (never kept forever over the cap), and recency rows without an entry neither
 // count nor stall eviction.
