@@ -3,8 +3,9 @@
 # and, beside it, the unstable progcache_admin.h), each in the version node
 # capi/progcache.symbols gives it (PCACHE_1.x, or PCACHE_ADMIN_x.y for the admin API), has the
 # SONAME libprogcache.so.1, and does not link libcuda or libnvrtc (they are loaded at run time).
+# With STATIC_CXX_RUNTIME=1 (PCACHE_STATIC_CXX_RUNTIME) it must not need libstdc++ either.
 set -euo pipefail
-lib=$1 header=$2 symbols=${3:-}
+lib=$1 header=$2 symbols=${3:-} static_cxx_runtime=${4:-0}
 # Outputs are captured before matching: with pipefail, a grep -q that exits at its first match
 # would kill the writer (SIGPIPE) and fail the pipeline at random.
 dynsyms=$(nm -D "$lib")
@@ -38,4 +39,7 @@ fi
 grep -q 'SONAME.*\[libprogcache\.so\.1\]' <<<"$dynamic" || { echo "SONAME is not libprogcache.so.1"; exit 1; }
 needed=$(grep NEEDED <<<"$dynamic" || true)
 if grep -qE 'libcuda|libnvrtc' <<<"$needed"; then echo "links libcuda/libnvrtc"; exit 1; fi
+if [ "$static_cxx_runtime" = 1 ] && grep -q 'libstdc++' <<<"$needed"; then
+  echo "built with PCACHE_STATIC_CXX_RUNTIME but needs libstdc++ at run time"; exit 1
+fi
 echo "$(echo "$declared" | wc -l) exported symbols match the header; SONAME libprogcache.so.1; no CUDA link"
