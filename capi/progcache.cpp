@@ -330,7 +330,7 @@ const char *pcache_status_string(pcache_status status) {
 }
 
 const char *pcache_last_error(void) {
-  return t_last_error.c_str();
+  return progcache::thread_messages().last_error.c_str();
 }
 
 uint32_t pcache_version(void) {

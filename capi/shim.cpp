@@ -13,8 +13,6 @@ pcache *g_free_slots = nullptr;  // reachable, so leak checkers see no leak
 
 }  // namespace
 
-thread_local std::string t_last_error;
-
 pcache *take_slot() {
   std::lock_guard lock(g_slots_mutex);
   if (pcache *p = g_free_slots) {
@@ -48,10 +46,11 @@ void return_slot(pcache *p) {
 }
 
 pcache_status fail(pcache_status status, const std::string &message) noexcept {
+  std::string &last_error = progcache::thread_messages().last_error;
   try {
-    t_last_error = message;
+    last_error = message;
   } catch (...) {
-    t_last_error.clear();  // no memory for the message: the status still says what happened
+    last_error.clear();  // no memory for the message: the status still says what happened
   }
   return status;
 }

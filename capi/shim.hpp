@@ -52,20 +52,18 @@ inline constexpr uint32_t kOptionsV1Size = 16, kStatsV1Size = 72, kProgramV1Size
 pcache *take_slot();
 void return_slot(pcache *p);
 
-extern thread_local std::string t_last_error;
-
 pcache_status fail(pcache_status status, const std::string &message) noexcept;
 
 // Runs fn, turning every exception into a status and a message. Nothing escapes. A warning the
 // call raised without failing (a damaged entry removed) becomes pcache_last_error().
 template <typename Fn>
 pcache_status guarded(const char *function, Fn &&fn) noexcept {
+  progcache::ThreadMessages &messages = progcache::thread_messages();
   try {
-    t_last_error.clear();
-    progcache::take_thread_warning();  // a warning left by a call that failed is not this call's
+    messages.last_error.clear();
+    messages.warning.clear();  // a warning left by a call that failed is not this call's
     const pcache_status status = fn();
-    std::string warning = progcache::take_thread_warning();
-    if (!warning.empty()) t_last_error = std::move(warning);
+    if (!messages.warning.empty()) messages.last_error.swap(messages.warning);
     return status;
   } catch (const Error &e) {
     return fail(static_cast<pcache_status>(e.status()), std::string(function) + ": " + e.what());

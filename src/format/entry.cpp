@@ -228,9 +228,8 @@ std::optional<EntryParts> parse_entry(ByteView record, std::string *why) {
   if (load_le(p + 4, 2) != kEntryFormatVersion) return fail("unknown entry format version");
   const uint64_t flags = load_le(p + 6, 2);
   if (flags & ~uint64_t(kFlagMac | kFlagZstd)) return fail("unknown entry flags");
-  if (!(flags & kFlagMac))
-    for (size_t i = 48; i < kEntryHeaderSize; ++i)
-      if (p[i] != 0) return fail("reserved entry header bytes are not zero");
+  if (!(flags & kFlagMac) && (load_le(p + 48, 8) | load_le(p + 56, 8)) != 0)
+    return fail("reserved entry header bytes are not zero");
   const uint64_t key_size = load_le(p + 8, 4);
   const uint64_t meta_size = load_le(p + 12, 4);
   const uint64_t payload_size = load_le(p + 16, 8);

@@ -5,16 +5,16 @@
 namespace progcache {
 namespace {
 
-thread_local std::string t_warning;
+thread_local ThreadMessages t_messages;
 
 }  // namespace
 
-void set_thread_warning(std::string message) {
-  t_warning = std::move(message);
+ThreadMessages &thread_messages() {
+  return t_messages;
 }
 
-std::string take_thread_warning() {
-  return std::exchange(t_warning, std::string());
+void set_thread_warning(std::string message) {
+  t_messages.warning = std::move(message);
 }
 
 }  // namespace progcache

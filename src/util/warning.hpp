@@ -7,9 +7,16 @@
 
 namespace progcache {
 
+// What the calling thread's calls report: the warning the current call raised, and the message
+// of the C API's last call (pcache_last_error). One thread-local object, so that the C shim
+// reaches both with one lookup per call.
+struct ThreadMessages {
+  std::string warning;
+  std::string last_error;
+};
+ThreadMessages &thread_messages();
+
 // Replaces the calling thread's warning.
 void set_thread_warning(std::string message);
-// The calling thread's warning ("" if none), cleared.
-std::string take_thread_warning();
 
 }  // namespace progcache
