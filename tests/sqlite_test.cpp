@@ -41,11 +41,31 @@ void sql_exec(const std::string &db, const std::string &sql) {
   sqlite3_close(h);
 }
 
-// Puts n entries k0, k1, ... of 3,000 bytes into a database capped at cap bytes, then closes it.
-void fill_capped(const std::string &db, uint64_t cap, int n) {
+// Puts n entries k0, k1, ... of size bytes into the database, capped at cap bytes (0: no cap),
+// then closes it.
+void fill(const std::string &db, int n, size_t size, uint64_t cap = 0) {
   Handle c("sqlite:" + db, cap);
   for (int i = 0; i < n; ++i)
-    ASSERT_EQ(c.put("k" + std::to_string(i), std::string(3000, 'x')), PCACHE_OK);
+    ASSERT_EQ(c.put("k" + std::to_string(i), std::string(size, 'x')), PCACHE_OK);
+}
+
+// Opens the database with max_size_bytes (0: no cap) in a child process whose files cannot grow
+// past limit bytes (a full disk without filling one). Returns the child's exit status: 0 if the
+// open succeeded, 1 if it returned an error, 128 + N if signal N killed it.
+int open_on_a_full_disk(const std::string &db, rlim_t limit, uint64_t max_size) {
+  const pid_t child = spawn([&] {
+    ::signal(SIGXFSZ, SIG_IGN);
+    struct rlimit lim = {limit, limit};
+    ::setrlimit(RLIMIT_FSIZE, &lim);
+    pcache_options o;
+    pcache_options_init(&o, sizeof o);
+    o.max_size_bytes = max_size;
+    pcache *h = nullptr;
+    const pcache_status st = pcache_open(("sqlite:" + db).c_str(), &o, &h);
+    pcache_close(h);
+    return st == PCACHE_OK ? 0 : 1;
+  });
+  return wait_for(child);
 }
 
 ino_t inode_of(const std::string &path) {
@@ -386,7 +406,7 @@ TEST(Sqlite, RowsOfTheWrongTypeAndBadTotalsCannotStallEviction) {
   TempDir d;
   const std::string db = d / "cache.db";
   constexpr uint64_t kCap = 32 * 1024;
-  fill_capped(db, kCap, 8);
+  fill(db, 8, 3000, kCap);
   // The old schema (no CHECK) and a foreign row: a TEXT key, oldest of all, with a large size.
   sql_exec(db,
            "CREATE TABLE e2(key BLOB PRIMARY KEY NOT NULL, record BLOB NOT NULL, size INTEGER NOT "
@@ -437,24 +457,8 @@ TEST(Sqlite, NewDatabasesRefuseKeysThatAreNotBlobs) {
 TEST(Sqlite, AnEvictionThatFailsDuringOpenIsAnErrorNotACrash) {
   TempDir d;
   const std::string db = d / "cache.db";
-  {
-    Handle c("sqlite:" + db);
-    for (int i = 0; i < 64; ++i)
-      ASSERT_EQ(c.put("k" + std::to_string(i), std::string(4096, 'v')), PCACHE_OK);
-  }
-  const pid_t child = spawn([&] {
-    ::signal(SIGXFSZ, SIG_IGN);
-    struct rlimit lim = {64 * 1024, 64 * 1024};
-    ::setrlimit(RLIMIT_FSIZE, &lim);
-    pcache_options o;
-    pcache_options_init(&o, sizeof o);
-    o.max_size_bytes = 10 * 1024;
-    pcache *h = nullptr;
-    const pcache_status st = pcache_open(("sqlite:" + db).c_str(), &o, &h);
-    pcache_close(h);
-    return st == PCACHE_OK ? 0 : 1;
-  });
-  const int rc = wait_for(child);
+  fill(db, 64, 4096);
+  const int rc = open_on_a_full_disk(db, 64 * 1024, 10 * 1024);
   EXPECT_LT(rc, 128) << "the child died of signal " << rc - 128;
 }
 
@@ -632,7 +636,7 @@ TEST(Sqlite, UnpairedEntryAndRecencyRowsCannotStallEviction) {
   TempDir d;
   const std::string db = d / "cache.db";
   constexpr uint64_t kCap = 16 * 1024;
-  fill_capped(db, kCap, 4);
+  fill(db, 4, 3000, kCap);
   sql_exec(db,
            "DELETE FROM recency;"                                         // every entry unranked
            "INSERT INTO recency VALUES(100000, 0, 0), (100001, 1, 0);");  // ranked, no entry
@@ -747,23 +751,12 @@ TEST(Sqlite, AReadOnlyVersion1DatabaseSaysHowToConvertIt) {
 TEST(Sqlite, AConversionThatMeetsAFullDiskKeepsTheEntries) {
   TempDir d;
   const std::string db = d / "cache.db";
-  {
-    Handle c("sqlite:" + db);
-    for (int i = 0; i < 64; ++i)
-      ASSERT_EQ(c.put("k" + std::to_string(i), std::string(4096, 'v')), PCACHE_OK);
-  }
+  fill(db, 64, 4096);
   downgrade_to_version_1(db);
   sql_exec(db, "PRAGMA wal_checkpoint(TRUNCATE)");
-  const pid_t child = spawn([&] {
-    ::signal(SIGXFSZ, SIG_IGN);
-    struct rlimit lim = {128 * 1024, 128 * 1024};  // the WAL cannot take the rewritten table
-    ::setrlimit(RLIMIT_FSIZE, &lim);
-    pcache *h = nullptr;
-    const pcache_status st = pcache_open(("sqlite:" + db).c_str(), nullptr, &h);
-    pcache_close(h);
-    return st == PCACHE_OK ? 1 : 0;
-  });
-  EXPECT_EQ(wait_for(child), 0) << "the conversion should have failed for want of space";
+  // 128 KiB: the WAL cannot take the rewritten table.
+  EXPECT_EQ(open_on_a_full_disk(db, 128 * 1024, 0), 1)
+      << "the conversion should have failed for want of space";
   EXPECT_EQ(sql_scalar(db, "SELECT count(*) FROM entries"), "64");
   Handle c("sqlite:" + db);
   EXPECT_EQ(c.count(), 64u);
