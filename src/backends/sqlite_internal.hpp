@@ -59,8 +59,8 @@ struct DamagedDatabase : Error {
 // above ours without the matching application_id is a damaged header, not a newer database.
 constexpr int32_t kApplicationIdBase = 0x50430000;
 
-// The WAL's bound (see SqliteBackend::connect): an automatic checkpoint once it holds this many
-// frames, and its file truncated to kWalSizeLimit bytes when a checkpoint lets it restart.
+// The WAL's bound (see SqliteBackend::open_connection): an automatic checkpoint once it holds this
+// many frames, and its file truncated to kWalSizeLimit bytes when a checkpoint lets it restart.
 constexpr int kWalCheckpointPages = 256;
 constexpr int64_t kWalSizeLimit = 4 << 20;
 
