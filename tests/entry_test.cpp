@@ -43,6 +43,21 @@ TEST(Entry, ReservedHeaderBytesAreCoveredToo) {
   }
 }
 
+// Bytes 48-63 are the MAC's in a signed entry and must be zero in an unsigned one: parsing
+// alone (no checksum) rejects a set bit in any of them, first or last.
+TEST(Entry, AnUnsignedEntryWithReservedBytesSetIsRejectedByItsHeader) {
+  Blob good = sample();
+  ASSERT_TRUE(parse_entry(good.view(), nullptr));
+  for (size_t i = 48; i < 64; ++i)
+    for (int bit : {0x01, 0x80}) {
+      Blob b = Blob::copy_of(good.view());
+      b.data()[i] ^= static_cast<uint8_t>(bit);
+      std::string why;
+      EXPECT_FALSE(parse_entry(b.view(), &why)) << "byte " << i << " bit " << bit;
+      EXPECT_NE(why.find("reserved"), std::string::npos) << "byte " << i << ": " << why;
+    }
+}
+
 TEST(Entry, TruncationPaddingAndForeignKeyAreRejected) {
   Blob good = sample();
   std::string why;

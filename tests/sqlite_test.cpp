@@ -605,11 +605,7 @@ TEST(Sqlite, ATouchLeavesTheEntryRowAlone) {
 TEST(Sqlite, TheWalStaysSmallAcrossManyWritersAndFreshHits) {
   TempDir d;
   const std::string db = d / "cache.db";
-  {
-    Handle c("sqlite:" + db);
-    for (int i = 0; i < 150; ++i)  // one write transaction each
-      ASSERT_EQ(c.put("k" + std::to_string(i), std::string(1000, char('a' + i % 26))), PCACHE_OK);
-  }
+  fill(db, 150, 1000);            // one write transaction each
   for (int i = 0; i < 60; ++i) {  // a process that hits and exits, as far as SQLite can tell
     Handle c("sqlite:" + db);
     ASSERT_EQ(c.get("k" + std::to_string(i), nullptr), PCACHE_OK);
