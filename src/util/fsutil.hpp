@@ -5,6 +5,8 @@
 
 #include <string>
 
+#include "util/paths.hpp"
+
 namespace progcache {
 
 // The modes a cache creates its directories and files with: private (0700/0600) unless the
@@ -24,9 +26,6 @@ int make_dir_at(int dirfd, const char *name, mode_t mode);
 // Gives a file this process just created exactly mode, which the process umask may have
 // narrowed (a shared cache's group bits). Nothing to do for the private 0600.
 void set_created_mode(int fd, mode_t mode);
-
-// The directory part of path ("." if none).
-std::string parent_dir(const std::string &path);
 
 // Name of the network filesystem holding path ("nfs", "lustre", ...), or "" if local/unknown.
 std::string network_fs_name(const std::string &path);
