@@ -2,11 +2,15 @@
 // (docs/transparent.md). Every export catches everything: no C++ exception leaves the library.
 #include <nvrtc.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <new>
 #include <string>
+#include <vector>
 
+#include "core/cache.hpp"
 #include "cuda/elf_file.hpp"
 #include "cuda/nvrtc.hpp"
 #include "cuda/nvrtc_identity.hpp"
@@ -68,6 +72,38 @@ bool version_from_files(int *major, int *minor) {
   return std::sscanf(id.builtins_path.c_str() + at + 4, "%d.%d", major, minor) == 2;
 }
 
+// The architectures the real NVRTC supports: asked of it once per build and kept in the cache's
+// memos under its identity (the build-ids of libnvrtc and its builtins), so that a warm process
+// (jitify2 and cuda-bindings ask at start) never loads it. Empty when the memo cannot be used.
+std::vector<int> supported_archs() {
+  Cache *cache = dropin_cache();
+  const std::string name =
+      "nvrtc-archs/" + current_nvrtc_identity(locate_nvrtc(cache), cache).key_text();
+  if (cache)
+    if (const auto memo = cache->load_memo(name)) {
+      std::vector<int> archs;
+      for (size_t at = 0; at < memo->size();) {
+        const size_t comma = memo->find(',', at);
+        archs.push_back(std::atoi(memo->substr(at, comma - at).c_str()));
+        at = comma == std::string::npos ? memo->size() : comma + 1;
+      }
+      if (!archs.empty() && std::all_of(archs.begin(), archs.end(), [](int a) { return a > 0; }))
+        return archs;
+    }
+  const NvrtcApi &real = real_nvrtc();
+  int n = 0;
+  if (require(real.num_supported_archs, "nvrtcGetNumSupportedArchs")(&n) != NVRTC_SUCCESS ||
+      n <= 0 || n > 4096)
+    return {};
+  std::vector<int> archs(static_cast<size_t>(n));
+  if (require(real.supported_archs, "nvrtcGetSupportedArchs")(archs.data()) != NVRTC_SUCCESS)
+    return {};
+  std::string memo;
+  for (int a : archs) memo += (memo.empty() ? "" : ",") + std::to_string(a);
+  if (cache) cache->save_memo(name, memo);
+  return archs;
+}
+
 }  // namespace
 }  // namespace progcache::dropin
 
@@ -115,12 +151,23 @@ DROPIN_API nvrtcResult nvrtcVersion(int *major, int *minor) {
 }
 
 DROPIN_API nvrtcResult nvrtcGetNumSupportedArchs(int *num_archs) {
-  return guarded(__func__,
-                 [&] { return require(real_nvrtc().num_supported_archs, __func__)(num_archs); });
+  return guarded(__func__, [&] {
+    const std::vector<int> archs =
+        num_archs ? progcache::dropin::supported_archs() : std::vector<int>();
+    if (archs.empty()) return require(real_nvrtc().num_supported_archs, __func__)(num_archs);
+    *num_archs = int(archs.size());
+    return NVRTC_SUCCESS;
+  });
 }
 
 DROPIN_API nvrtcResult nvrtcGetSupportedArchs(int *archs) {
-  return guarded(__func__, [&] { return require(real_nvrtc().supported_archs, __func__)(archs); });
+  return guarded(__func__, [&] {
+    const std::vector<int> known =
+        archs ? progcache::dropin::supported_archs() : std::vector<int>();
+    if (known.empty()) return require(real_nvrtc().supported_archs, __func__)(archs);
+    std::copy(known.begin(), known.end(), archs);
+    return NVRTC_SUCCESS;
+  });
 }
 
 DROPIN_API nvrtcResult nvrtcCreateProgram(nvrtcProgram *prog, const char *src, const char *name,

@@ -1,46 +1,43 @@
 #include "outputs.hpp"
 
-#include "util/endian.hpp"
+#include "util/byte_io.hpp"
 
 namespace progcache::dropin {
 namespace {
-constexpr uint32_t kMagic = 0x314f4e50;  // "PNO1": progcache NVRTC outputs, version 1
-}
+// "PNO2": progcache NVRTC outputs, version 2 (1 had no flags: every size was written).
+constexpr std::string_view kMagic = "PNO2";
+constexpr uint32_t kSizeWritten = 1;
+}  // namespace
 
 std::string encode_outputs(const CompileOutputs &outputs) {
-  std::string out;
-  append_le(out, kMagic, 4);
+  ByteWriter w;
+  w.bytes(kMagic);
   for (const OutputSlot &slot : outputs.slots) {
-    append_le(out, uint32_t(slot.size_result), 4);
-    append_le(out, uint32_t(slot.data_result), 4);
-    append_le(out, slot.bytes.size(), 8);
-    out += slot.bytes;
+    w.u32(uint32_t(slot.size_result));
+    w.u32(uint32_t(slot.data_result));
+    w.u32(slot.size_written ? kSizeWritten : 0);
+    w.u64(slot.bytes.size());
+    w.bytes(slot.bytes);
   }
-  return out;
+  w.u32(uint32_t(outputs.lowered_result));
+  return w.take();
 }
 
 std::optional<CompileOutputs> decode_outputs(ByteView payload) {
-  const uint8_t *p = payload.data;
-  size_t left = payload.size;
-  auto take = [&](int n) -> std::optional<uint64_t> {
-    if (left < size_t(n)) return std::nullopt;
-    const uint64_t v = load_le(p, n);
-    p += n;
-    left -= size_t(n);
-    return v;
-  };
-  if (take(4) != kMagic) return std::nullopt;
+  ByteReader r(payload.str());
+  if (r.bytes(kMagic.size()) != kMagic) return std::nullopt;
   CompileOutputs outputs;
   for (OutputSlot &slot : outputs.slots) {
-    const auto size_result = take(4), data_result = take(4), size = take(8);
-    if (!size_result || !data_result || !size || *size > left) return std::nullopt;
-    slot.size_result = int32_t(uint32_t(*size_result));
-    slot.data_result = int32_t(uint32_t(*data_result));
-    slot.bytes.assign(reinterpret_cast<const char *>(p), size_t(*size));
-    p += *size;
-    left -= size_t(*size);
+    slot.size_result = int32_t(r.u32());
+    slot.data_result = int32_t(r.u32());
+    const uint32_t flags = r.u32();
+    if (flags & ~kSizeWritten) r.fail();
+    slot.size_written = flags & kSizeWritten;
+    const uint64_t size = r.u64();
+    slot.bytes = std::string(r.bytes(size > SIZE_MAX ? SIZE_MAX : size_t(size)));
   }
-  if (left != 0) return std::nullopt;
+  outputs.lowered_result = int32_t(r.u32());
+  if (!r.done()) return std::nullopt;
   return outputs;
 }
 

@@ -18,11 +18,17 @@ inline constexpr int kOutputKinds = 4;
 struct OutputSlot {
   int32_t size_result = 0;  // what nvrtcGet<X>Size returned
   int32_t data_result = 0;  // what nvrtcGet<X> returned (size_result when the size call failed)
-  std::string bytes;        // nvrtcGet<X>'s bytes (size as nvrtcGet<X>Size reported it)
+  // Whether nvrtcGet<X>Size wrote the size: after a failed compile NVRTC answers success and
+  // leaves the caller's variable as it was.
+  bool size_written = true;
+  std::string bytes;  // nvrtcGet<X>'s bytes (size as nvrtcGet<X>Size reported it)
 };
 
 struct CompileOutputs {
   OutputSlot slots[kOutputKinds];
+  // After a refused compile: what nvrtcGetLoweredName answers for any name (NVRTC has lowered
+  // none); unused after a success, whose lowered names the entry's metadata holds.
+  int32_t lowered_result = 0;
   const OutputSlot &operator[](OutputKind k) const { return slots[int(k)]; }
   OutputSlot &operator[](OutputKind k) { return slots[int(k)]; }
 };

@@ -149,20 +149,37 @@ nvrtcResult DropinProgram::ensure_real() {
     real_ = nullptr;
     return rc;
   }
-  for (const std::string &e : name_expressions_)
-    if ((rc = real.add_name_expression(real_, e.c_str())) != NVRTC_SUCCESS) return rc;
+  // The calls the caller made, in order: the real program ends in the state NVRTC's would be in
+  // (a name expression added after a refused compile, say).
+  for (const Call &call : calls_) {
+    if (call.compile) {
+      std::vector<const char *> opts;
+      for (const std::string &o : call.options) opts.push_back(o.c_str());
+      (void)real.compile(real_, int(opts.size()), opts.data());
+    } else if ((rc = real.add_name_expression(real_, call.expression.c_str())) != NVRTC_SUCCESS &&
+               !compiled_) {
+      return rc;
+    }
+  }
   return NVRTC_SUCCESS;
 }
 
 nvrtcResult DropinProgram::add_name_expression(const char *expression) {
   std::lock_guard lock(mutex_);
-  if (forward_only_ || (compiled_ && real_))
-    return real_nvrtc().add_name_expression(real_, expression);
-  if (compiled_) return NVRTC_ERROR_NO_NAME_EXPRESSIONS_AFTER_COMPILATION;
+  if (forward_only_) return real_nvrtc().add_name_expression(real_, expression);
   if (!expression) return NVRTC_ERROR_INVALID_INPUT;
-  name_expressions_.emplace_back(expression);
-  if (real_) return real_nvrtc().add_name_expression(real_, expression);
-  return NVRTC_SUCCESS;
+  // After a compile NVRTC's answer depends on how that compile ended: a success refuses more
+  // name expressions (answered here); anything else is the real program's to answer.
+  if (compiled_ && state_ == State::answered && !failed_)
+    return NVRTC_ERROR_NO_NAME_EXPRESSIONS_AFTER_COMPILATION;
+  nvrtcResult rc = NVRTC_SUCCESS;
+  if (compiled_ || real_) {
+    if ((rc = ensure_real()) != NVRTC_SUCCESS) return rc;
+    rc = real_nvrtc().add_name_expression(real_, expression);
+  }
+  calls_.push_back({false, expression, {}});
+  if (!compiled_) name_expressions_.emplace_back(expression);
+  return rc;
 }
 
 ProgramDesc DropinProgram::describe(const std::vector<std::string> &options) const {
@@ -177,9 +194,35 @@ ProgramDesc DropinProgram::describe(const std::vector<std::string> &options) con
   return d;
 }
 
+namespace {
+
+// Every getter's answer after a compile, as a hit replays them. After a refused compile NVRTC
+// answers the size getters with success and leaves the size as it was: a sentinel tells.
+CompileOutputs collect_outputs(const NvrtcApi &real, nvrtcProgram program) {
+  constexpr size_t kUnwritten = ~size_t(0);
+  CompileOutputs outputs;
+  for (int k = 0; k < kOutputKinds; ++k) {
+    const OutputGetters get = getters_of(real, OutputKind(k));
+    OutputSlot &slot = outputs.slots[k];
+    size_t size = kUnwritten;
+    slot.size_result = get.size(program, &size);
+    slot.data_result = slot.size_result;
+    if (slot.size_result != NVRTC_SUCCESS) continue;
+    slot.size_written = size != kUnwritten;
+    if (!slot.size_written) size = 0;
+    slot.bytes.assign(size, '\0');
+    char spare[16];  // an empty output still has its getter called, as a caller would
+    slot.data_result = get.data(program, size ? slot.bytes.data() : spare);
+    if (slot.data_result != NVRTC_SUCCESS) slot.bytes.clear();
+  }
+  return outputs;
+}
+
+}  // namespace
+
 NvrtcOutput DropinProgram::run_real(int num_options, const char *const *options) {
   NvrtcOutput out;
-  drop_real();  // a program compiled again starts afresh, as NVRTC's does
+  drop_real();  // a fresh program: the recorded name expressions, then this compile
   if ((out.nvrtc_result = ensure_real()) != NVRTC_SUCCESS) return out;
   const NvrtcApi &real = real_nvrtc();
   const auto t0 = std::chrono::steady_clock::now();
@@ -189,44 +232,45 @@ NvrtcOutput DropinProgram::run_real(int num_options, const char *const *options)
           .count());
   out.nvrtc_result = rc;
   out.log = real_log(real, real_);
-  if (rc != NVRTC_SUCCESS) return out;
-  CompileOutputs outputs;
-  for (int k = 0; k < kOutputKinds; ++k) {
-    const OutputGetters get = getters_of(real, OutputKind(k));
-    OutputSlot &slot = outputs.slots[k];
-    size_t size = 0;
-    slot.size_result = get.size(real_, &size);
-    slot.data_result = slot.size_result;
-    if (slot.size_result != NVRTC_SUCCESS) continue;
-    slot.bytes.assign(size, '\0');
-    char spare[16];  // an empty output still has its getter called, as a caller would
-    slot.data_result = get.data(real_, size ? slot.bytes.data() : spare);
-    if (slot.data_result != NVRTC_SUCCESS) slot.bytes.clear();
+  CompileOutputs outputs = collect_outputs(real, real_);
+  if (rc != NVRTC_SUCCESS) {
+    const char *lowered = nullptr;
+    outputs.lowered_result = real.lowered_name(
+        real_, name_expressions_.empty() ? "k" : name_expressions_[0].c_str(), &lowered);
   }
+  out.code = encode_outputs(outputs);
+  out.ok = rc == NVRTC_SUCCESS;
+  if (!out.ok) return out;
   for (const std::string &e : name_expressions_) {
     const char *lowered = nullptr;
     if (real.lowered_name(real_, e.c_str(), &lowered) == NVRTC_SUCCESS && lowered)
       out.lowered_names.emplace_back(e, lowered);
   }
-  out.code = encode_outputs(outputs);
-  out.ok = true;
   return out;
 }
 
-nvrtcResult DropinProgram::compile_uncached(int num_options, const char *const *options) {
+nvrtcResult DropinProgram::compile_on_real(int num_options, const char *const *options) {
   state_ = State::real;
-  drop_real();
-  if (const nvrtcResult rc = ensure_real(); rc != NVRTC_SUCCESS) return rc;
-  return real_nvrtc().compile(real_, num_options, options);
+  failed_ = false;
+  nvrtcResult rc = ensure_real();
+  if (rc == NVRTC_SUCCESS) rc = real_nvrtc().compile(real_, num_options, options);
+  Call call{true, {}, {}};
+  for (int i = 0; i < num_options && options; ++i)
+    if (options[i]) call.options.emplace_back(options[i]);
+  calls_.push_back(std::move(call));
+  return rc;
 }
 
 nvrtcResult DropinProgram::compile(int num_options, const char *const *options) {
   std::lock_guard lock(mutex_);
-  compiled_ = true;
   if (forward_only_) return real_nvrtc().compile(real_, num_options, options);
+  const bool again = compiled_;
+  compiled_ = true;
   bool modelled = num_options >= 0 && (num_options == 0 || options);
   for (int i = 0; modelled && i < num_options; ++i) modelled = options[i] != nullptr;
-  if (!modelled) return compile_uncached(num_options, options);
+  // A program compiled again carries its earlier compiles in NVRTC's state: the real program,
+  // replayed, answers (exactly as NVRTC would; a second compile of one program is rare).
+  if (!modelled || again) return compile_on_real(num_options, options);
   const std::vector<std::string> opts(options, options + num_options);
   bool ran_here = false;
   CompileOptions co;
@@ -238,23 +282,30 @@ nvrtcResult DropinProgram::compile(int num_options, const char *const *options) 
   try {
     r = compile_through_cache(dropin_cache(), describe(opts), co);
   } catch (const Error &) {
-    // Options the key refuses (PCH, spellings it cannot vouch for), no NVRTC to identify, a
-    // store that failed: NVRTC answers, nothing is cached.
-    return compile_uncached(num_options, options);
+    // Options the key refuses, no NVRTC to identify, a store that failed: NVRTC answers, nothing
+    // is cached.
+    drop_real();
+    return compile_on_real(num_options, options);
   }
-  if (r->status != Status::ok) {
-    if (!ran_here) return compile_uncached(num_options, options);  // another thread's failure
-    state_ = State::real;  // the failed real program answers the getters
+  calls_.push_back({true, {}, opts});
+  if (r->status != Status::ok && ran_here) {
+    state_ = State::real;  // the real program that refused it answers the getters
     return nvrtcResult(r->nvrtc_result);
   }
   auto decoded = decode_outputs(r->code);
-  if (!decoded) return compile_uncached(num_options, options);
+  if (!decoded) {  // another thread's compile that was not stored, or a foreign payload
+    calls_.pop_back();
+    drop_real();
+    return compile_on_real(num_options, options);
+  }
   outputs_ = std::move(*decoded);
   log_ = r->meta.log;
   lowered_ = r->meta.lowered_names;
   state_ = State::answered;
-  drop_real();  // its outputs are all in outputs_
-  return NVRTC_SUCCESS;
+  failed_ = r->status != Status::ok;
+  refusal_ = nvrtcResult(r->nvrtc_result);
+  if (!failed_) drop_real();  // its outputs are all in outputs_
+  return failed_ ? refusal_ : NVRTC_SUCCESS;
 }
 
 nvrtcResult DropinProgram::output_size(OutputKind kind, size_t *size) {
@@ -262,7 +313,7 @@ nvrtcResult DropinProgram::output_size(OutputKind kind, size_t *size) {
   if (state_ == State::answered) {
     if (!size) return NVRTC_ERROR_INVALID_INPUT;
     const OutputSlot &slot = outputs_[kind];
-    if (slot.size_result == NVRTC_SUCCESS) *size = slot.bytes.size();
+    if (slot.size_result == NVRTC_SUCCESS && slot.size_written) *size = slot.bytes.size();
     return nvrtcResult(slot.size_result);
   }
   if (const nvrtcResult rc = ensure_real(); rc != NVRTC_SUCCESS) return rc;
@@ -306,6 +357,10 @@ nvrtcResult DropinProgram::log(char *buffer) {
 
 nvrtcResult DropinProgram::lowered_name(const char *expression, const char **lowered) {
   std::lock_guard lock(mutex_);
+  if (state_ == State::answered && failed_) {
+    if (!expression || !lowered) return NVRTC_ERROR_INVALID_INPUT;
+    return nvrtcResult(outputs_.lowered_result);  // a refused compile lowered no name
+  }
   if (state_ == State::answered) {
     if (!expression || !lowered) return NVRTC_ERROR_INVALID_INPUT;
     for (const auto &[e, symbol] : lowered_)
@@ -332,14 +387,14 @@ nvrtcResult DropinProgram::set_flow_callback(int (*callback)(void *, void *), vo
 nvrtcResult DropinProgram::pch_create_status() {
   std::lock_guard lock(mutex_);
   // A compile that creates a PCH is never cached: an answered one attempted none.
-  if (state_ == State::answered) return NVRTC_ERROR_NO_PCH_CREATE_ATTEMPTED;
+  if (state_ == State::answered && !failed_) return NVRTC_ERROR_NO_PCH_CREATE_ATTEMPTED;
   if (const nvrtcResult rc = ensure_real(); rc != NVRTC_SUCCESS) return rc;
   return require(real_nvrtc().pch_create_status, "nvrtcGetPCHCreateStatus")(real_);
 }
 
 nvrtcResult DropinProgram::pch_heap_size_required(size_t *size) {
   std::lock_guard lock(mutex_);
-  if (state_ == State::answered) {  // as NVRTC answers after a compile that made no PCH
+  if (state_ == State::answered && !failed_) {  // as NVRTC answers after a compile that made no PCH
     if (!size) return NVRTC_ERROR_INVALID_INPUT;
     *size = 0;
     return NVRTC_SUCCESS;

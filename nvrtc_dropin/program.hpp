@@ -1,8 +1,9 @@
-// A program created through the drop-in NVRTC. It records what nvrtcCreateProgram and
-// nvrtcAddNameExpression are given; nvrtcCompileProgram looks the compile up in the cache (the key
-// pcache_compile would derive), and answers every getter from the entry on a hit. On a miss, and
-// for anything the cache cannot answer (a call before compiling, a failed compile, a flow
-// callback, PCH), the calls go to a real program of the real NVRTC, so they answer as it does.
+// A program created through the drop-in NVRTC. It records what nvrtcCreateProgram,
+// nvrtcAddNameExpression and nvrtcCompileProgram are given; a program's first compile is looked
+// up in the cache (the key pcache_compile would derive), and a hit (a success or a failure NVRTC
+// gives every time) answers every getter from the entry. On a miss, and for anything the cache
+// cannot answer (a program compiled again, a flow callback, PCH), the calls go to a real program
+// of the real NVRTC, made by replaying the recorded calls, so they answer as it does.
 #pragma once
 
 #include <nvrtc.h>
@@ -50,16 +51,24 @@ class DropinProgram {
 
  private:
   // recorded: not compiled yet; answered: the getters answer from outputs_ (a hit, or a stored
-  // miss); real: the real program answers (failed, uncached or forwarded compiles).
+  // miss; failed_ for a refusal); real: the real program answers (uncached or forwarded calls).
   enum class State { recorded, answered, real };
 
+  // A call that changed the program, replayed in order onto a real program made later.
+  struct Call {
+    bool compile = false;
+    std::string expression;            // nvrtcAddNameExpression
+    std::vector<std::string> options;  // nvrtcCompileProgram
+  };
+
   DropinProgram() = default;
-  // The real program for this one, created (with the recorded name expressions) if need be.
+  // The real program for this one: created, and the recorded calls replayed, if need be.
   nvrtcResult ensure_real();
   void drop_real();
   // A miss: compiles with the real NVRTC and collects every output (CompileOptions::runner).
   NvrtcOutput run_real(int num_options, const char *const *options);
-  nvrtcResult compile_uncached(int num_options, const char *const *options);
+  // The compile on the real program, as it stands after the recorded calls (nothing cached).
+  nvrtcResult compile_on_real(int num_options, const char *const *options);
   ProgramDesc describe(const std::vector<std::string> &options) const;
 
   std::mutex mutex_;
@@ -68,9 +77,12 @@ class DropinProgram {
   std::string name_;
   std::vector<std::pair<std::string, std::string>> headers_;  // include name -> source
   std::vector<std::string> name_expressions_;
+  std::vector<Call> calls_;  // since creation, for replaying onto a real program
   nvrtcProgram real_ = nullptr;
   bool forward_only_ = false;  // a flow callback or __nvrtcCPEx: the real program does it all
   bool compiled_ = false;      // nvrtcCompileProgram has been called
+  bool failed_ = false;        // answered: a stored refusal (nvrtcResult in refusal_)
+  nvrtcResult refusal_ = NVRTC_SUCCESS;
   State state_ = State::recorded;
   CompileOutputs outputs_;
   std::string log_;

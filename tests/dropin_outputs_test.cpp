@@ -17,13 +17,14 @@ namespace {
 
 CompileOutputs sample() {
   CompileOutputs o;
-  o[OutputKind::ptx] = {0, 0, std::string("//\n.version 9.0\n\0", 17)};
-  o[OutputKind::cubin] = {0, 0,
+  o[OutputKind::ptx] = {0, 0, true, std::string("//\n.version 9.0\n\0", 17)};
+  o[OutputKind::cubin] = {0, 0, true,
                           std::string("\x7f"
                                       "ELF\0\0\x01",
                                       7)};
-  o[OutputKind::ltoir] = {0, 0, ""};
-  o[OutputKind::optixir] = {3, 3, ""};  // a getter that failed is replayed as failing
+  o[OutputKind::ltoir] = {0, 0, false, ""};   // after a failed compile: success, size not written
+  o[OutputKind::optixir] = {3, 3, true, ""};  // a getter that failed is replayed as failing
+  o.lowered_result = 9;
   return o;
 }
 
@@ -36,8 +37,10 @@ TEST(DropinOutputs, RoundTripKeepsEveryStatusAndByte) {
   for (int k = 0; k < progcache::dropin::kOutputKinds; ++k) {
     EXPECT_EQ(back->slots[k].size_result, sample().slots[k].size_result) << k;
     EXPECT_EQ(back->slots[k].data_result, sample().slots[k].data_result) << k;
+    EXPECT_EQ(back->slots[k].size_written, sample().slots[k].size_written) << k;
     EXPECT_EQ(back->slots[k].bytes, sample().slots[k].bytes) << k;
   }
+  EXPECT_EQ(back->lowered_result, 9);
 }
 
 TEST(DropinOutputs, BytesItDidNotWriteDecodeToNothing) {
@@ -49,6 +52,6 @@ TEST(DropinOutputs, BytesItDidNotWriteDecodeToNothing) {
   other[0] ^= 1;
   EXPECT_FALSE(decode_outputs(ByteView(other))) << "another format";
   std::string huge = bytes;
-  huge[4 + 4 + 4 + 7] = '\x7f';  // the PTX length's top byte: far past the end
+  huge[4 + 4 + 4 + 4 + 7] = '\x7f';  // the PTX length's top byte: far past the end
   EXPECT_FALSE(decode_outputs(ByteView(huge))) << "a length past the end";
 }

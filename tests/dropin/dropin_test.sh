@@ -79,8 +79,9 @@ same edited real_edited
 cmp -s "$work/real/diskheaders.ptx" "$work/real_edited/diskheaders.ptx" &&
   fail "editing the header changed nothing (the case is blind)"
 
-# Mistakes and failures: the drop-in answers them as NVRTC does, the second time too (a failed
-# compile is never stored).
+# Mistakes and failures: the drop-in answers them as NVRTC does, the second time too (a refusal
+# NVRTC gives every time is answered from the cache; a program's calls after a refused compile
+# reach a real program in the state NVRTC's would be in).
 LD_LIBRARY_PATH=$real_dir run real_errors errors env
 grep -q 'compile: NVRTC_ERROR_COMPILATION' "$work/real_errors/transcript.txt" ||
   fail "the error cases fail nothing"
@@ -88,6 +89,17 @@ run errors_cold errors "$pc" run --
 same errors_cold real_errors
 run errors_warm errors "$pc" run --
 same errors_warm real_errors
+
+# A JIT library's start (jitify2): the architectures NVRTC supports, a compile that fails on
+# purpose, a kernel. Warm, all of it is answered without the real NVRTC.
+LD_LIBRARY_PATH=$real_dir run real_startup startup env
+grep -q 'compile: NVRTC_ERROR_COMPILATION' "$work/real_startup/transcript.txt" ||
+  fail "the startup probe did not fail (the case is blind)"
+run startup_cold startup "$pc" run --
+same startup_cold real_startup
+run startup_warm startup "$pc" run --
+same startup_warm real_startup
+! maps_real startup_warm || fail "the warm start mapped the real libnvrtc: $(cat "$work/startup_warm.maps")"
 
 # Four threads compiling one program at once: one compiles, the others get its result; all
 # answer as the real NVRTC does, cold and warm.

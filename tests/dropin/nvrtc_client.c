@@ -1,6 +1,7 @@
 /* An NVRTC client written against nvrtc.h and linked with -lnvrtc, nothing of progcache: the
  * differential test runs it on the real NVRTC and on the drop-in (cold and warm) and compares
- * everything it writes. Usage: nvrtc_client kernels|errors|threads OUTDIR INCLUDE_DIR MAPS_FILE
+ * everything it writes.
+ * Usage: nvrtc_client kernels|errors|threads|startup OUTDIR INCLUDE_DIR MAPS_FILE
  * OUTDIR gets transcript.txt (every status, size and log; one per thread in threads mode, where
  * four threads compile one program at once) and one file per output's bytes;
  * MAPS_FILE gets the lines of /proc/self/maps that name an nvrtc library. */
@@ -93,6 +94,8 @@ static const char kDiskHeader[] =
 static const char kWarning[] =
     "extern \"C\" __global__ void warns(int *x) { int unused = 3; x[0] = 1; }\n";
 
+static void sequences(void);
+
 static void kernels(const char *include_dir) {
   const char *exprs[] = {"scale<float>", "scale<int>", "&plain"};
   const char *sm90[] = {"-arch=sm_90"};
@@ -109,6 +112,73 @@ static void kernels(const char *include_dir) {
   /* A log with a warning (not -Xptxas -v: its "Compile time" line differs run to run). */
   const char *warn[] = {"-arch=sm_90", "-std=c++20"};
   run_case("warning", kWarning, "warning.cu", 0, NULL, NULL, NULL, 0, warn, 2);
+}
+
+/* One program's calls in an order that exercises NVRTC's state: a name expression added after a
+ * compile NVRTC refused (an unknown option, a compilation error), the program compiled again. */
+static void sequence(const char *case_name, const char *source, const char *const *first_options,
+                     int first_count) {
+  const char *sm90[] = {"-arch=sm_90"};
+  nvrtcProgram p = NULL;
+  nvrtcResult rc = nvrtcCreateProgram(&p, source, "seq.cu", 0, NULL, NULL);
+  fprintf(transcript, "%s\n  create: %s\n", case_name, nvrtcGetErrorString(rc));
+  if (rc != NVRTC_SUCCESS) return;
+  const char *lowered = NULL;
+  size_t size = 12345; /* NVRTC leaves it as it is after a refused compile */
+  fprintf(transcript, "  add float: %s\n",
+          nvrtcGetErrorString(nvrtcAddNameExpression(p, "g<float>")));
+  fprintf(transcript, "  compile: %s\n",
+          nvrtcGetErrorString(nvrtcCompileProgram(p, first_count, first_options)));
+  rc = nvrtcGetPTXSize(p, &size);
+  fprintf(transcript, "  ptx size: %s %zu\n", nvrtcGetErrorString(rc), size);
+  rc = nvrtcGetLoweredName(p, "g<float>", &lowered);
+  fprintf(transcript, "  lowered float: %s %s\n", nvrtcGetErrorString(rc),
+          rc == NVRTC_SUCCESS && lowered ? lowered : "-");
+  fprintf(transcript, "  add double: %s\n",
+          nvrtcGetErrorString(nvrtcAddNameExpression(p, "g<double>")));
+  fprintf(transcript, "  compile again: %s\n",
+          nvrtcGetErrorString(nvrtcCompileProgram(p, 1, sm90)));
+  for (int i = 0; i < 2; ++i) {
+    const char *e = i ? "g<double>" : "g<float>";
+    lowered = NULL;
+    rc = nvrtcGetLoweredName(p, e, &lowered);
+    fprintf(transcript, "  lowered %s: %s %s\n", e, nvrtcGetErrorString(rc),
+            rc == NVRTC_SUCCESS && lowered ? lowered : "-");
+  }
+  dump_output(case_name, p, "ptx", nvrtcGetPTXSize, nvrtcGetPTX);
+  fprintf(transcript, "  add int: %s\n", nvrtcGetErrorString(nvrtcAddNameExpression(p, "g<int>")));
+  fprintf(transcript, "  destroy: %s\n", nvrtcGetErrorString(nvrtcDestroyProgram(&p)));
+}
+
+static void sequences(void) {
+  static const char good[] = "template <class T> __global__ void g(T *x) { *x = 1; }\n";
+  static const char bad[] = "template <class T> __global__ void g(T *x) { *x = nope; }\n";
+  const char *unknown[] = {"-arch=sm_90", "--no-such-nvrtc-option"};
+  const char *sm90[] = {"-arch=sm_90"};
+  sequence("after_invalid_option", good, unknown, 2);
+  sequence("after_compile_error", bad, sm90, 1);
+  sequence("after_success", good, sm90, 1);
+}
+
+/* What a JIT library does when it starts (jitify2): ask which architectures NVRTC supports,
+ * compile a program that fails on purpose and read its log, then compile its kernels. A warm
+ * start answers all of it without loading the real NVRTC. */
+static void startup(void) {
+  int n = 0;
+  nvrtcResult rc = nvrtcGetNumSupportedArchs(&n);
+  fprintf(transcript, "supported archs: %s %d\n", nvrtcGetErrorString(rc), n);
+  int archs[256] = {0};
+  if (rc == NVRTC_SUCCESS && n > 0 && n <= 256) {
+    rc = nvrtcGetSupportedArchs(archs);
+    fprintf(transcript, "archs: %s", nvrtcGetErrorString(rc));
+    for (int i = 0; i < n; ++i) fprintf(transcript, " %d", archs[i]);
+    fprintf(transcript, "\n");
+  }
+  const char *sm90[] = {"-arch=sm_90"};
+  run_case("stop", "#include <__JITIFY_STOP_COMPILATION>\n", "jitify_probe.cu", 0, NULL, NULL, NULL,
+           0, sm90, 1);
+  const char *exprs[] = {"scale<float>"};
+  run_case("kernel", kTemplates, "jitify_kernel.cu", 0, NULL, NULL, exprs, 1, sm90, 1);
 }
 
 /* What NVRTC answers to mistakes: none of it may change behind the drop-in. */
@@ -167,6 +237,7 @@ static void errors(void) {
   int n = 0;
   rc = nvrtcGetNumSupportedArchs(&n);
   fprintf(transcript, "supported archs: %s %d\n", nvrtcGetErrorString(rc), n);
+  sequences();
 }
 
 enum { kThreads = 4 };
@@ -213,7 +284,8 @@ static void dump_maps(const char *path) {
 
 int main(int argc, char **argv) {
   if (argc != 5) {
-    fprintf(stderr, "usage: %s kernels|errors OUTDIR INCLUDE_DIR MAPS_FILE\n", argv[0]);
+    fprintf(stderr, "usage: %s kernels|errors|threads|startup OUTDIR INCLUDE_DIR MAPS_FILE\n",
+            argv[0]);
     return 2;
   }
   outdir = argv[2];
@@ -227,6 +299,8 @@ int main(int argc, char **argv) {
     kernels(argv[3]);
   else if (strcmp(argv[1], "threads") == 0)
     threads();
+  else if (strcmp(argv[1], "startup") == 0)
+    startup();
   else
     errors();
   fclose(transcript);
