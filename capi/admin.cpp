@@ -8,6 +8,7 @@
 
 #include "core/bundle.hpp"
 #include "core/compiled_meta.hpp"
+#include "core/include_scan.hpp"
 #include "core/key.hpp"
 #include "shim.hpp"
 #include "util/settings.hpp"
@@ -60,18 +61,35 @@ struct pcache_entry {
 };
 
 struct pcache_explain {
-  pcache_explain(const progcache::ProgramDesc &desc, const progcache::PreparedCompile &prepared)
+  pcache_explain(const progcache::ProgramDesc &desc, const progcache::PreparedCompile &prepared,
+                 progcache::MemoStore *memos)
       : uncacheable(prepared.uncacheable),
         key_fields(progcache::key_fields(desc, &prepared.context)) {
-    if (uncacheable.empty()) key = prepared.key;
-    for (const progcache::HeaderDependency &d : prepared.context.dependencies) {
-      paths.push_back(d.path);
-      present.push_back(d.present ? 1 : 0);
+    if (uncacheable.empty() && prepared.key) key = *prepared.key;
+    if (uncacheable.empty() && !prepared.key && progcache::program_lexical_facts(desc).uses_time())
+      uncacheable = "the source, an option or an in-memory header uses __DATE__ or __TIME__";
+    if (uncacheable.empty() && !prepared.key)
+      why_not = prepared.observation
+                    ? "NVRTC would not read what it read when it compiled this: " + prepared.why_not
+                    : "this program has not been compiled through this cache";
+    // What NVRTC was seen to read (the observation that holds, else the newest); a program never
+    // compiled here: the include scan's prediction.
+    std::vector<std::pair<std::string, bool>> deps;
+    if (prepared.observation) {
+      deps = progcache::observed_paths(*prepared.observation, prepared.setting);
+    } else {
+      for (const auto &d : progcache::scan_includes(desc, memos).dependencies)
+        deps.emplace_back(d.path, d.present);
+    }
+    for (const auto &[path, found] : deps) {
+      paths.push_back(path);
+      present.push_back(found ? 1 : 0);
     }
     for (const std::string &p : paths) path_pointers.push_back(p.c_str());
   }
   progcache::Key key{};
   std::string uncacheable;
+  std::string why_not;
   FieldArrays key_fields;
   std::vector<std::string> paths;
   std::vector<const char *> path_pointers;
@@ -244,8 +262,8 @@ pcache_status pcache_admin_explain(pcache *cache, const pcache_program *program,
     if (!out) throw invalid("out is NULL");
     progcache::Cache *c = cache ? &need_cache(cache) : nullptr;
     const progcache::ProgramDesc desc = to_desc(program);
-    const progcache::PreparedCompile prepared = progcache::prepare_compile(c, desc);
-    *out = new pcache_explain(desc, prepared);
+    const progcache::PreparedCompile prepared = progcache::prepare_compile(c, desc, true);
+    *out = new pcache_explain(desc, prepared, c);
     return PCACHE_OK;
   });
 }
@@ -256,6 +274,10 @@ const uint8_t *pcache_explain_key(const pcache_explain *explain) {
 
 const char *pcache_explain_uncacheable(const pcache_explain *explain) {
   return explain ? explain->uncacheable.c_str() : "";
+}
+
+const char *pcache_explain_why_not(const pcache_explain *explain) {
+  return explain ? explain->why_not.c_str() : "";
 }
 
 pcache_status pcache_explain_key_fields(const pcache_explain *explain, size_t *count,
@@ -285,7 +307,7 @@ pcache_status pcache_admin_options_name_arch(const char *const *options, size_t 
     if (!names_arch) throw invalid("names_arch is NULL");
     *names_arch = 0;
     const auto given = string_list(options, num_options, "options");
-    for (const std::string &o : progcache::canonical_options(given, true))
+    for (const std::string &o : progcache::canonical_options(given))
       if (o.rfind("--gpu-architecture", 0) == 0) *names_arch = 1;
     return PCACHE_OK;
   });

@@ -345,12 +345,14 @@ pcache_status pcache_make_key(const pcache_program *program, uint8_t *key_out) {
   return guarded(__func__, [&] {
     if (!key_out) throw invalid("key_out is NULL");
     const progcache::ProgramDesc desc = to_desc(program);
-    (void)progcache::program_options(desc);  // refuse early
-    progcache::IncludeScan scan = progcache::scan_includes(desc, nullptr);
+    const progcache::ParsedOptions &options = progcache::program_options(desc);  // refuse early
+    if (!options.uncacheable.empty())
+      throw invalid("this program cannot be keyed: " + options.uncacheable);
+    const progcache::IncludeScan scan = progcache::scan_includes(desc, nullptr);
     if (!scan.uncacheable.empty())
       throw invalid("this program cannot be keyed: " + scan.uncacheable);
-    progcache::CompileContext context;
-    context.dependencies = std::move(scan.dependencies);
+    progcache::KeyContext context;
+    context.fields = progcache::scan_fields(scan);
     const progcache::Key key = progcache::derive_key(desc, &context);
     std::memcpy(key_out, key.data(), key.size());
     return PCACHE_OK;

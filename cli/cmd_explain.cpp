@@ -22,7 +22,7 @@ std::string base_name(const std::string &path) {
 void print_header_difference(const std::string &field, const std::string *old_value,
                              const std::string &value,
                              const std::map<std::string, std::string> &have) {
-  const std::string path = field.substr(5);
+  const std::string path = field.substr(field.find(' ') + 1);
   if (!old_value) {
     std::printf("  header %s is read now (it was not then)\n", path.c_str());
   } else if (*old_value == "absent") {
@@ -52,7 +52,7 @@ void print_key_differences(const KeyFields &stored, const KeyFields &current,
   for (const auto &[f, v] : now) {
     const auto old = have.find(f);
     if (old != have.end() && old->second == v) continue;
-    if (f.rfind("file ", 0) == 0)
+    if (f.rfind("file ", 0) == 0 || f.rfind("probe ", 0) == 0)
       print_header_difference(f, old == have.end() ? nullptr : &old->second, v, have);
     else if (f == "nvrtc_build" && old != have.end())
       std::printf("  NVRTC build %s -> %s (the entry was compiled by NVRTC %s)\n",
@@ -65,8 +65,8 @@ void print_key_differences(const KeyFields &stored, const KeyFields &current,
   }
   for (const auto &[f, v] : have) {
     if (now.count(f)) continue;
-    if (f.rfind("file ", 0) == 0)
-      std::printf("  header %s is no longer read\n", f.substr(5).c_str());
+    if (f.rfind("file ", 0) == 0 || f.rfind("probe ", 0) == 0)
+      std::printf("  header %s is no longer read\n", f.substr(f.find(' ') + 1).c_str());
     else
       std::printf("  %-18s stored %s (absent now)\n", f.c_str(), v.c_str());
   }
@@ -78,6 +78,22 @@ size_t count_differences(const KeyFields &a, const KeyFields &b) {
   for (const auto &[f, v] : y) diff += x.count(f) == 0 || x.at(f) != v;
   for (const auto &[f, v] : x) diff += y.count(f) == 0;
   return diff;
+}
+
+// The fields of the program itself (name, options, source, NVRTC build...), without those of
+// what NVRTC was seen to read (headers, probes, variables, directories).
+KeyFields program_fields(const KeyFields &all) {
+  static const char *const kPrefixes[] = {"file ", "probe ",   "lprobe ", "access(",
+                                          "list ", "resolve ", "env "};
+  static const char *const kNames[] = {"name", "name_dir", "working_dir", "pwd"};
+  KeyFields out;
+  for (const auto &field : all) {
+    bool observed = false;
+    for (const char *prefix : kPrefixes) observed |= field.first.rfind(prefix, 0) == 0;
+    for (const char *name : kNames) observed |= field.first == name;
+    if (!observed) out.push_back(field);
+  }
+  return out;
 }
 
 KeyFields entry_key_fields(const pcache_entry *entry) {
@@ -102,14 +118,20 @@ int cmd_explain(Invocation &in) {
   size_t n = 0;
   const char *const *names = nullptr, *const *values = nullptr;
   check(pcache_explain_key_fields(e.get(), &n, &names, &values));
-  const KeyFields want = to_key_fields(n, names, values);
+  const KeyFields current = to_key_fields(n, names, values);
   const std::string key(reinterpret_cast<const char *>(pcache_explain_key(e.get())),
                         PCACHE_KEY_SIZE);
   const std::string key_hex = to_hex(key.data(), key.size());
-  if (peek_entry(in.cache, key)) {
+  const std::string why_not = pcache_explain_why_not(e.get());
+  if (why_not.empty() && peek_entry(in.cache, key)) {
     std::printf("hit: %s is cached (key %s)\n", file, key_hex.c_str());
     return 0;
   }
+  // An observation (what NVRTC read) that no longer holds says why by itself; the program's own
+  // fields are compared with the closest stored entry of the same name.
+  const bool observed = why_not.empty();
+  if (!observed) std::printf("miss: %s is not cached: %s\n", file, why_not.c_str());
+  const KeyFields want = observed ? current : program_fields(current);
   KeyFields best;
   size_t best_diff = SIZE_MAX, same_name = 0, total = 0;
   uint32_t best_nvrtc = 0;
@@ -118,19 +140,21 @@ int cmd_explain(Invocation &in) {
     const EntryHandle entry = peek_entry(in.cache, listed.key);
     if (!entry || program.file() != pcache_entry_program_name(entry.get())) continue;
     ++same_name;
-    KeyFields have = entry_key_fields(entry.get());
+    KeyFields have =
+        observed ? entry_key_fields(entry.get()) : program_fields(entry_key_fields(entry.get()));
     if (const size_t diff = count_differences(have, want); diff < best_diff) {
       best_diff = diff;
       best = std::move(have);
       best_nvrtc = pcache_entry_nvrtc_version(entry.get());
     }
   }
-  std::printf("miss: %s is not cached (key %s)\n", file, key_hex.c_str());
+  if (observed) std::printf("miss: %s is not cached (key %s)\n", file, key_hex.c_str());
   if (same_name == 0) {
     std::printf("no stored entry has the program name '%s' (%zu entries of other programs)\n", file,
                 total);
     return 1;
   }
+  if (!observed && count_differences(best, want) == 0) return 1;  // only what NVRTC read differs
   std::printf("closest of %zu stored entries named '%s' differs in:\n", same_name, file);
   print_key_differences(best, want, best_nvrtc);
   return 1;

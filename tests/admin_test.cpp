@@ -252,29 +252,43 @@ TEST_F(Admin, ExplainGivesTheCompileKeyItsFieldsAndItsHeaders) {
   const char *options[] = {"-arch=sm_90", first.c_str(), inc.c_str()};
   pcache_program p = testutil::make_program(name.c_str(), source, options, 3);
   Handle h("sqlite:" + dir_ + "/e.db");
+  // Headers found or probed: predicted before a compile, as NVRTC was seen to after it.
+  auto check_dependencies = [&](pcache_explain *e, const char *when) {
+    size_t n = 0;
+    const char *const *paths = nullptr;
+    const int32_t *present = nullptr;
+    ASSERT_EQ(pcache_explain_dependencies(e, &n, &paths, &present), PCACHE_OK);
+    std::map<std::string, int32_t> deps;
+    for (size_t i = 0; i < n; ++i) deps[paths[i]] = present[i];
+    EXPECT_EQ(deps.count(dir_ + "/h.cuh") ? deps[dir_ + "/h.cuh"] : -1, 1)
+        << when << ": beside the program";
+    EXPECT_EQ(deps.count(dir_ + "/first/angle.cuh") ? deps[dir_ + "/first/angle.cuh"] : -1, 0)
+        << when << ": looked at first, absent: creating it would change the key";
+    EXPECT_EQ(deps.count(dir_ + "/inc/angle.cuh") ? deps[dir_ + "/inc/angle.cuh"] : -1, 1) << when;
+  };
+  const uint8_t zero[PCACHE_KEY_SIZE] = {};
   pcache_explain *e = nullptr;
   ASSERT_EQ(pcache_admin_explain(h, &p, &e), PCACHE_OK) << pcache_last_error();
   EXPECT_STREQ(pcache_explain_uncacheable(e), "");
-  size_t n = 0;
-  const char *const *paths = nullptr;
-  const int32_t *present = nullptr;
-  ASSERT_EQ(pcache_explain_dependencies(e, &n, &paths, &present), PCACHE_OK);
-  std::map<std::string, int32_t> deps;
-  for (size_t i = 0; i < n; ++i) deps[paths[i]] = present[i];
-  EXPECT_EQ(deps.count(dir_ + "/h.cuh") ? deps[dir_ + "/h.cuh"] : -1, 1) << "beside the program";
-  EXPECT_EQ(deps.count(dir_ + "/first/angle.cuh") ? deps[dir_ + "/first/angle.cuh"] : -1, 0)
-      << "looked at first, absent: creating it would change the key";
-  EXPECT_EQ(deps.count(dir_ + "/inc/angle.cuh") ? deps[dir_ + "/inc/angle.cuh"] : -1, 1);
+  // Never compiled: no observation of NVRTC, so no key yet, and a reason.
+  EXPECT_EQ(std::memcmp(pcache_explain_key(e), zero, PCACHE_KEY_SIZE), 0);
+  EXPECT_NE(std::strstr(pcache_explain_why_not(e), "not been compiled"), nullptr)
+      << pcache_explain_why_not(e);
+  check_dependencies(e, "predicted");
+  pcache_explain_free(e);
+
+  pcache_compiled *r = nullptr;
+  ASSERT_EQ(pcache_compile(h, &p, &r), PCACHE_OK) << pcache_last_error();
+  EXPECT_STREQ(pcache_admin_compiled_not_stored(r), "");
+  ASSERT_EQ(pcache_admin_explain(h, &p, &e), PCACHE_OK) << pcache_last_error();
+  EXPECT_EQ(std::memcmp(pcache_compiled_key(r), pcache_explain_key(e), PCACHE_KEY_SIZE), 0)
+      << "explain's key is the key the compile stored under";
+  EXPECT_STREQ(pcache_explain_why_not(e), "");
+  check_dependencies(e, "observed");
   const char *const *names = nullptr, *const *values = nullptr;
   size_t fields = 0;
   ASSERT_EQ(pcache_explain_key_fields(e, &fields, &names, &values), PCACHE_OK);
   ASSERT_GT(fields, 3u);
-
-  pcache_compiled *r = nullptr;
-  ASSERT_EQ(pcache_compile(h, &p, &r), PCACHE_OK) << pcache_last_error();
-  EXPECT_EQ(std::memcmp(pcache_compiled_key(r), pcache_explain_key(e), PCACHE_KEY_SIZE), 0)
-      << "explain's key is the key the compile stored under";
-  EXPECT_STREQ(pcache_admin_compiled_not_stored(r), "");
 
   // The stored entry carries the same words.
   pcache_entry *entry = nullptr;
@@ -292,8 +306,16 @@ TEST_F(Admin, ExplainGivesTheCompileKeyItsFieldsAndItsHeaders) {
     EXPECT_STREQ(stored_values[i], values[i]);
   }
   pcache_entry_free(entry);
-  pcache_compiled_free(r);
   pcache_explain_free(e);
+
+  // A header edited since: no recorded observation holds, and explain says which header.
+  testutil::write_file(dir_ + "/inc/angle.cuh", "#define OFFSET 2\n");
+  ASSERT_EQ(pcache_admin_explain(h, &p, &e), PCACHE_OK) << pcache_last_error();
+  EXPECT_EQ(std::memcmp(pcache_explain_key(e), zero, PCACHE_KEY_SIZE), 0);
+  EXPECT_NE(std::strstr(pcache_explain_why_not(e), "inc/angle.cuh"), nullptr)
+      << pcache_explain_why_not(e);
+  pcache_explain_free(e);
+  pcache_compiled_free(r);
 
   // A put entry has no compile metadata.
   ASSERT_EQ(h.put("plain", "bytes"), PCACHE_OK);

@@ -195,7 +195,8 @@ head -c 1000 "$work/warm.pcb" >"$work/short.pcb"
 want='truncated' check "a truncated bundle is reported" 1 "$pc" --cache memory: import "$work/short.pcb"
 want='not a progcache bundle' check "a foreign file is refused" 1 "$pc" --cache memory: import "$kernel"
 printf 'fleet secret' >"$work/secret"; chmod 600 "$work/secret"
-want='imported 0 entries .* 2 rejected' check "with a secret, unsigned records are rejected" 1 env PCACHE_SECRET_FILE="$work/secret" "$pc" --cache memory: import "$work/warm.pcb"
+# Two entries and the manifest of observations their compile is filed under (core/bundle.hpp).
+want='imported 0 entries .* 3 rejected' check "with a secret, unsigned records are rejected" 1 env PCACHE_SECRET_FILE="$work/secret" "$pc" --cache memory: import "$work/warm.pcb"
 signed="sqlite:$work/signed.db"
 PCACHE_SECRET_FILE="$work/secret" "$pc" --cache "$signed" put text:a "$kernel" >/dev/null
 PCACHE_SECRET_FILE="$work/secret" "$pc" --cache "$signed" put text:b "$kernel" >/dev/null

@@ -231,7 +231,8 @@ TEST(Compile, FourProcessesMissingOneKeyCompileOnce) {
 // NVRTC refusing a program in a call other than a compile error (an option it does not know:
 // NVRTC_ERROR_INVALID_OPTION from nvrtcCompileProgram) used to give PCACHE_ERR_COMPILE with no
 // result and NVRTC's log dropped, against the header's promise. Now it is a failed compile like
-// any other: a result whose log holds NVRTC's words and the call that refused.
+// any other: a result whose log holds NVRTC's words and the call that refused. NVRTC refuses it
+// the same way every time, so the refusal is stored and a warm compile answers it exactly so.
 TEST(Compile, NvrtcRefusingTheProgramIsACompileErrorWithItsLog) {
   Handle c("memory:");
   Program bad_option;
@@ -250,7 +251,14 @@ TEST(Compile, NvrtcRefusingTheProgramIsACompileErrorWithItsLog) {
   size_t n = 1;
   pcache_compiled_data(r.r, &n);
   EXPECT_EQ(n, 0u);
-  EXPECT_EQ(c.count(), 0u);  // nothing stored
+  EXPECT_FALSE(pcache_compiled_from_cache(r.r));
+  EXPECT_EQ(c.count(), 1u);  // the refusal
+  Compiled warm(c, bad_option);
+  ASSERT_EQ(warm.status, PCACHE_ERR_COMPILE) << pcache_last_error();
+  EXPECT_TRUE(pcache_compiled_from_cache(warm.r));
+  EXPECT_EQ(std::string(pcache_compiled_log(warm.r)), log);
+  pcache_compiled_data(warm.r, &n);
+  EXPECT_EQ(n, 0u);
 }
 
 namespace {

@@ -2,6 +2,8 @@
 // bytes and status of a compile without it (pcache_compile with no cache, as PCACHE_DISABLE=1
 // does), across edits of the headers NVRTC reads from disk, new shadowing headers, removed ones,
 // directory changes, and inputs whose output cannot be cached. Real NVRTC, real files.
+#include "differential.hpp"
+
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -10,107 +12,10 @@
 #include <cstring>
 #include <thread>
 
-#include "test_util.hpp"
-
 using namespace testutil;
+using namespace difftest;
 
 namespace {
-
-struct Source {
-  std::string name = "k.cu";  // "" = NULL (NVRTC's default_program)
-  std::string text;
-  std::vector<std::string> options{"-arch=sm_90"};
-  std::vector<std::pair<std::string, std::string>> headers;
-  int32_t target = PCACHE_TARGET_CUBIN;
-  std::string extra_digest;
-};
-
-struct Outcome {
-  pcache_status status = PCACHE_OK;
-  std::string bytes;
-  bool from_cache = false;
-  std::string warning;
-};
-
-Outcome compile(pcache *cache, const Source &s) {
-  std::vector<const char *> opts, hn, hs;
-  for (const std::string &o : s.options) opts.push_back(o.c_str());
-  for (const auto &[n, t] : s.headers) {
-    hn.push_back(n.c_str());
-    hs.push_back(t.c_str());
-  }
-  pcache_program p = make_program(s.name.empty() ? nullptr : s.name.c_str(), s.text, opts.data(),
-                                  opts.size(), nullptr, 0, s.target);
-  p.header_names = hn.data();
-  p.header_sources = hs.data();
-  p.num_headers = hn.size();
-  if (!s.extra_digest.empty()) {
-    p.extra_digest = s.extra_digest.data();
-    p.extra_digest_size = s.extra_digest.size();
-  }
-  pcache_compiled *r = nullptr;
-  Outcome o;
-  o.status = pcache_compile(cache, &p, &r);
-  o.warning = pcache_last_error();
-  if (r) {
-    size_t n = 0;
-    const void *d = pcache_compiled_data(r, &n);
-    o.bytes.assign(static_cast<const char *>(d), n);
-    o.from_cache = pcache_compiled_from_cache(r) != 0;
-  }
-  pcache_compiled_free(r);
-  return o;
-}
-
-// A working directory of its own for the test (NVRTC resolves relative paths against it).
-class InDir {
- public:
-  explicit InDir(const std::string &dir) {
-    char buf[4096];
-    old_ = ::getcwd(buf, sizeof buf) ? buf : "/";
-    EXPECT_EQ(::chdir(dir.c_str()), 0);
-  }
-  ~InDir() { EXPECT_EQ(::chdir(old_.c_str()), 0); }
-
- private:
-  std::string old_;
-};
-
-// Writes a file and dates it `age_s` seconds in the past, so that its stat is trusted and the
-// memos are used (files younger than 2 s are always read).
-void write_aged(const std::string &path, const std::string &text, int age_s = 60) {
-  write_file(path, text);
-  struct timespec t[2];
-  ::clock_gettime(CLOCK_REALTIME, &t[0]);
-  t[0].tv_sec -= age_s;
-  t[1] = t[0];
-  ASSERT_EQ(::utimensat(AT_FDCWD, path.c_str(), t, 0), 0);
-}
-
-uint64_t uncacheable(pcache *c) {
-  pcache_stats s;
-  std::memset(&s, 0, sizeof s);
-  s.struct_size = sizeof s;
-  EXPECT_EQ(pcache_get_stats(c, &s), PCACHE_OK);
-  return s.uncacheable;
-}
-
-class Differential : public ::testing::Test {
- protected:
-  TempDir d;
-  Handle cache{"sqlite:" + (d / "cache.db")};
-  std::string work = d / "w";
-  void SetUp() override { ASSERT_EQ(::mkdir(work.c_str(), 0700), 0); }
-
-  // Compiles through the cache and without it; both must agree. Returns the cached outcome.
-  Outcome same_as_uncached(const Source &s, const char *what) {
-    const Outcome cached = compile(cache, s);
-    const Outcome fresh = compile(nullptr, s);
-    EXPECT_EQ(cached.status, fresh.status) << what << ": " << cached.warning;
-    EXPECT_TRUE(cached.bytes == fresh.bytes) << what << ": the cache served other bytes";
-    return cached;
-  }
-};
 
 const char *const kUsesVal = "#include \"h.h\"\n__global__ void k(int *x) { *x = VAL; }\n";
 
@@ -248,11 +153,10 @@ TEST_F(Differential, InMemoryHeaderAndToolkitHeaders) {
   EXPECT_FALSE(same_as_uncached(s, "in-memory header edited").from_cache);
 }
 
-TEST_F(Differential, TimeMacrosAndComputedIncludesAreCompiledButNeverStored) {
+TEST_F(Differential, TimeMacrosAreCompiledButNeverStored) {
   InDir in(work);
   write_aged("h.h", "#define STAMP __TIME__\n");
   Source s;
-  s.text = kUsesVal;
   s.text = "#include \"h.h\"\n__global__ void k(char *x) { *x = STAMP[7]; }\n";
   for (int i = 0; i < 2; ++i) {
     const Outcome o = compile(cache, s);
@@ -261,20 +165,32 @@ TEST_F(Differential, TimeMacrosAndComputedIncludesAreCompiledButNeverStored) {
     EXPECT_NE(o.warning.find("__TIME__"), std::string::npos) << o.warning;
   }
   EXPECT_EQ(uncacheable(cache), 2u);
-  write_aged("v.h", "#define VAL 3\n");
-  s.text = "#define HDR \"v.h\"\n#include HDR\n__global__ void k(int *x) { *x = VAL; }\n";
-  EXPECT_FALSE(compile(cache, s).from_cache);
-  EXPECT_FALSE(compile(cache, s).from_cache);
-  EXPECT_EQ(uncacheable(cache), 4u);
-  s.extra_digest = "v.h is version 3";  // the caller vouches for what the scan cannot see
-  EXPECT_FALSE(compile(cache, s).from_cache);
-  EXPECT_TRUE(compile(cache, s).from_cache);
   uint64_t n = 99;
   ASSERT_EQ(pcache_count(cache, &n), PCACHE_OK);
-  EXPECT_EQ(n, 1u);
+  EXPECT_EQ(n, 0u);
 }
 
-TEST_F(Differential, EmptyOutputIsACompileErrorAndNeverStored) {
+// A computed #include is whatever file NVRTC opened for it: observed, it is keyed like any other
+// (CuPy's Thrust headers include __THRUST_HOST_SYSTEM_SWAP_RANGES_HEADER).
+TEST_F(Differential, ComputedIncludesAreKeyedByWhatNvrtcOpened) {
+  InDir in(work);
+  write_aged("v.h", "#define VAL 3\n");
+  write_aged("w.h", "#define VAL 4\n");
+  Source s;
+  s.text = "#define HDR \"v.h\"\n#include HDR\n__global__ void k(int *x) { *x = VAL; }\n";
+  EXPECT_FALSE(same_as_uncached(s, "first").from_cache);
+  EXPECT_TRUE(same_as_uncached(s, "again").from_cache);
+  write_aged("v.h", "#define VAL 5\n", 30);
+  EXPECT_FALSE(same_as_uncached(s, "the computed include's target edited").from_cache);
+  EXPECT_TRUE(same_as_uncached(s, "again").from_cache);
+  write_aged("w.h", "#define VAL 6\n", 30);  // never opened: no needless miss
+  EXPECT_TRUE(same_as_uncached(s, "an unrelated header edited").from_cache);
+  EXPECT_EQ(uncacheable(cache), 0u);
+}
+
+// A refusal NVRTC gives every time (here progcache's own: -dlto makes no PTX) is stored, and a
+// warm compile answers it exactly as a cold one: status, log, no output.
+TEST_F(Differential, EmptyOutputIsACompileErrorAnsweredWarmAsCold) {
   Source s;
   s.text = "__global__ void k(int *x) { *x = 1; }\n";
   s.options = {"-arch=sm_90", "-dlto"};
@@ -282,11 +198,12 @@ TEST_F(Differential, EmptyOutputIsACompileErrorAndNeverStored) {
   for (int i = 0; i < 2; ++i) {
     const Outcome o = same_as_uncached(s, "ptx with -dlto");
     EXPECT_EQ(o.status, PCACHE_ERR_COMPILE);
+    EXPECT_EQ(o.from_cache, i == 1);
     EXPECT_NE(o.warning.find("produced no PTX"), std::string::npos) << o.warning;
   }
   uint64_t n = 99;
   ASSERT_EQ(pcache_count(cache, &n), PCACHE_OK);
-  EXPECT_EQ(n, 0u);
+  EXPECT_EQ(n, 1u);
 }
 
 TEST_F(Differential, ASpellingNvrtcRejectsFailsWarmAsCold) {

@@ -1,6 +1,7 @@
 /* Test helper: compiles a file with NVRTC directly (no progcache), so that strace sees only what
  * NVRTC itself opens and probes. usage: nvrtc_raw NAME|- SOURCE_FILE [NVRTC options...]
- * NVRTC is opened with dlopen from PCACHE_RAW_NVRTC (set at build time). Prints the nvrtcResult. */
+ * NVRTC is opened with dlopen from $PCACHE_TEST_RAW_NVRTC, else PCACHE_RAW_NVRTC (set at build
+ * time). Prints the nvrtcResult. */
 #include <dlfcn.h>
 #include <nvrtc.h>
 #include <stdio.h>
@@ -9,7 +10,9 @@
 
 int main(int argc, char **argv) {
   if (argc < 3) return 2;
-  void *lib = dlopen(PCACHE_RAW_NVRTC, RTLD_NOW | RTLD_LOCAL);
+  /* $PCACHE_TEST_RAW_NVRTC chooses another NVRTC (NVRTC 12 from its wheel). */
+  const char *chosen = getenv("PCACHE_TEST_RAW_NVRTC");
+  void *lib = dlopen(chosen && *chosen ? chosen : PCACHE_RAW_NVRTC, RTLD_NOW | RTLD_LOCAL);
   if (!lib) {
     fprintf(stderr, "%s\n", dlerror());
     return 2;

@@ -105,7 +105,7 @@ void check_groups_against_nvrtc() {
     std::map<std::vector<std::string>, std::vector<Spelled>> by_canonical;
     for (const auto &spelling : spellings(o.lng, o.shrt, o.value, o.attaches)) {
       const std::vector<std::string_view> views(spelling.begin(), spelling.end());
-      by_canonical[progcache::canonical_options(views, false)].push_back(compile_with(spelling));
+      by_canonical[progcache::canonical_options(views)].push_back(compile_with(spelling));
       ++compiles;
     }
     for (const auto &[canon, members] : by_canonical) {

@@ -11,8 +11,10 @@
 #include <thread>
 
 #include "core/cache.hpp"
+#include "core/compile.hpp"
 #include "cuda/nvrtc.hpp"
 #include "redis_server.hpp"
+#include "shim.hpp"
 #include "test_util.hpp"
 
 using namespace testutil;
@@ -399,16 +401,15 @@ struct Nodes {
     ScopedEnv real{"PCACHE_TEST_REAL_NVRTC", progcache::locate_nvrtc().path};
     ScopedEnv fake{"PCACHE_NVRTC_LIBRARY", PCACHE_FAKE_NVRTC};
   };
-  std::string key() const {
+  // What the nodes' compiles take their lease on: the program's identity (a compile's key is
+  // known only once an observation of NVRTC holds; core/compile.cpp).
+  std::string lease_key() const {
     const std::string source = read_file(kernel);
     const pcache_program p = probe_program(source);
     SameNvrtc same;
-    Handle mem("memory:");
-    pcache_compiled *r = nullptr;
-    EXPECT_EQ(pcache_compile(mem, &p, &r), PCACHE_OK) << pcache_last_error();
-    std::string k(reinterpret_cast<const char *>(pcache_compiled_key(r)), PCACHE_KEY_SIZE);
-    pcache_compiled_free(r);
-    return k;
+    const progcache::Key k =
+        progcache::prepare_compile(nullptr, progcache::shim::to_desc(&p)).identity;
+    return std::string(reinterpret_cast<const char *>(k.data()), k.size());
   }
 };
 
@@ -433,7 +434,7 @@ TEST(Redis, NodesMissingTogetherCompileOnceInAll) {
 // A node that finds another machine's lease waits for that machine's entry instead of compiling.
 TEST(Redis, ANodeWaitsForTheLeaseHoldersEntry) {
   Nodes nodes;
-  const std::string lease = redis_prefix(nodes.d) + "l:" + nodes.key();
+  const std::string lease = redis_prefix(nodes.d) + "l:" + nodes.lease_key();
   ASSERT_EQ(shared_redis().command({"SET", lease, "another-machine", "PX", "60000"}), "OK");
   FILE *node = ::popen(nodes.command("waiter").c_str(), "r");
   ASSERT_NE(node, nullptr);
@@ -460,7 +461,7 @@ TEST(Redis, ANodeWaitsForTheLeaseHoldersEntry) {
 // A lease whose holder died expires, and the next node compiles.
 TEST(Redis, ADeadHoldersLeaseExpiresAndANodeCompiles) {
   Nodes nodes;
-  const std::string lease = redis_prefix(nodes.d) + "l:" + nodes.key();
+  const std::string lease = redis_prefix(nodes.d) + "l:" + nodes.lease_key();
   ASSERT_EQ(shared_redis().command({"SET", lease, "dead-machine", "PX", "500"}), "OK");
   const std::string out = run_command(nodes.command("survivor"));
   EXPECT_NE(out.find("status=0 hit=0"), std::string::npos) << out;

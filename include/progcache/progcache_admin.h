@@ -7,10 +7,10 @@
  * durations. It is walled off the way zstd walls off ZSTD_STATIC_LINKING_ONLY: a caller must
  * define PCACHE_ADMIN_UNSTABLE before including this header, and accepts that:
  *
- * - These functions live in their own symbol version node, PCACHE_ADMIN_0.4, named after the
+ * - These functions live in their own symbol version node, PCACHE_ADMIN_0.5, named after the
  *   release whose admin API it is. Any release may change them; when it does, the node is
  *   renamed (PCACHE_ADMIN_0.5), so a program built against another admin API fails at load time
- *   ("version `PCACHE_ADMIN_0.4' not found") instead of calling a function whose contract moved.
+ *   ("version `PCACHE_ADMIN_0.5' not found") instead of calling a function whose contract moved.
  *   The application API of progcache.h is not affected (docs/ABI.md).
  * - The general rules at the top of progcache.h hold here too: statuses, NULL arguments,
  *   pcache_last_error(), ownership, threads, closed handles, no C++ exception crossing.
@@ -195,10 +195,14 @@ PCACHE_API void pcache_entry_free(pcache_entry *entry);
 typedef struct pcache_explain pcache_explain;
 
 /**
- * Derives program's key as pcache_compile() would, without compiling or looking anything up:
- * the key, the key fields (the same words pcache_entry_key_fields() gives a stored entry, so a
- * caller can say which differ), every header path the key covers, and why the program cannot be
- * cached, if it cannot. cache may be NULL; with one, the NVRTC identity is taken from its memo.
+ * Derives program's key as pcache_compile() would, without compiling: a compile is keyed by what
+ * NVRTC was seen to read when it compiled the program (docs/keys.md), so the key is that of the
+ * first recorded observation that still holds (asking again each question NVRTC asked), and the
+ * key fields (the same words pcache_entry_key_fields() gives a stored entry, so a caller can say
+ * which differ) list the program's fields and that observation's. Also: the header paths NVRTC
+ * read or probed, why no observation holds (pcache_explain_why_not), and why the program cannot
+ * be cached, if it cannot. cache may be NULL (nothing recorded: the paths are the include scan's
+ * prediction); with one, the NVRTC identity is taken from its memo.
  * Returns PCACHE_OK; PCACHE_ERR_INVALID_ARG (NULL program or out, a bad program, options NVRTC
  * would refuse); PCACHE_ERR_UNSUPPORTED (struct_size with unknown fields set);
  * PCACHE_ERR_CUDA_UNAVAILABLE (no NVRTC to identify).
@@ -207,11 +211,22 @@ typedef struct pcache_explain pcache_explain;
 PCACHE_API pcache_status pcache_admin_explain(pcache *cache, const pcache_program *program,
                                               pcache_explain **out);
 
-/** The key (PCACHE_KEY_SIZE bytes), owned by explain; all zero for an uncacheable program. */
+/** The key (PCACHE_KEY_SIZE bytes), owned by explain; all zero for an uncacheable program and
+ * when no recorded observation holds. */
 PCACHE_API const uint8_t *pcache_explain_key(const pcache_explain *explain);
 
 /** Why the program is compiled every time and never stored, or "" when it can be cached. */
 PCACHE_API const char *pcache_explain_uncacheable(const pcache_explain *explain);
+
+/**
+ * Why no stored compile of program can answer a compile now (then pcache_explain_key() is all
+ * zero): what NVRTC read when it compiled the program that differs now ("header inc/a.h
+ * changed", "a file now exists at opt.h, where NVRTC found none"), or that the program was
+ * never compiled through this cache. "" when a stored compile's observation holds (the key is
+ * then the entry a compile would look up), or the program is uncacheable. Owned by explain.
+ * Since 0.5.
+ */
+PCACHE_API const char *pcache_explain_why_not(const pcache_explain *explain);
 
 /** The key fields (see pcache_entry_key_fields()); arrays owned by explain. */
 PCACHE_API pcache_status pcache_explain_key_fields(const pcache_explain *explain, size_t *count,
@@ -219,9 +234,11 @@ PCACHE_API pcache_status pcache_explain_key_fields(const pcache_explain *explain
                                                    const char *const **values);
 
 /**
- * The header paths the key covers, in the order NVRTC would look, with present[i] 1 for a file
- * that was read and 0 for a place looked at that held nothing (creating a file there changes
- * the key). Arrays owned by explain. Returns PCACHE_OK or PCACHE_ERR_INVALID_ARG.
+ * The header paths the key covers, in the order NVRTC looked, with present[i] 1 for a file that
+ * was read and 0 for a place looked at that held nothing (creating a file there changes the
+ * key). From the recorded observation that holds (else the newest); for a program never compiled
+ * through the cache, the include scan's prediction. Arrays owned by explain. Returns PCACHE_OK
+ * or PCACHE_ERR_INVALID_ARG.
  */
 PCACHE_API pcache_status pcache_explain_dependencies(const pcache_explain *explain, size_t *count,
                                                      const char *const **paths,

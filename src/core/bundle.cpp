@@ -11,7 +11,10 @@
 #include <cstring>
 #include <memory>
 #include <optional>
+#include <set>
 
+#include "core/compiled_meta.hpp"
+#include "core/observation.hpp"
 #include "format/entry.hpp"
 #include "util/endian.hpp"
 #include "util/error.hpp"
@@ -22,7 +25,11 @@ namespace progcache {
 namespace {
 
 constexpr char kMagic[8] = {'P', 'C', 'B', 'U', 'N', 'D', 'L', 'E'};
-constexpr uint32_t kVersion = 1;
+// 2: the observations of NVRTC entries are found by travel along, as records under
+// kMemoKeyPrefix (format 1 bundles are still read).
+constexpr uint32_t kVersion = 2;
+// A record whose key starts so is a memo (a manifest of observations), not an entry.
+constexpr std::string_view kMemoKeyPrefix{"\0progcache-memo\0", 16};
 constexpr int kCompressLevel = 3;
 // Beyond any record a backend accepts (payloads up to 4 GiB plus key and metadata): a length
 // over it means the framing is broken, not that a huge allocation is wanted.
@@ -127,22 +134,38 @@ BundleProgress export_bundle(Cache &cache, const std::string &path,
     header[8] = uint8_t(kVersion);
     write_all(f.get(), header, sizeof header, path);
     p.file_bytes = sizeof header;
-    cache.list([&](const EntryInfo &e) {
-      auto hit = cache.get(e.key, Access::peek);  // verified; not counted as a use
-      if (!hit) return;                           // evicted or removed since it was listed
-      const Blob record = encode_entry(e.key, hit->meta, hit->payload, cache.mac(), kCompressLevel);
+    uint64_t records = 0;
+    auto write_record = [&](const Blob &record) {
       uint8_t len[8];
       put_u64(len, record.size());
       write_all(f.get(), len, 8, path);
       write_all(f.get(), record.data(), record.size(), path);
+      p.file_bytes += 8 + record.size();
+      ++records;
+    };
+    std::set<std::string> identities;
+    cache.list([&](const EntryInfo &e) {
+      auto hit = cache.get(e.key, Access::peek);  // verified; not counted as a use
+      if (!hit) return;                           // evicted or removed since it was listed
+      write_record(encode_entry(e.key, hit->meta, hit->payload, cache.mac(), kCompressLevel));
+      if (auto meta = decode_meta(hit->meta); meta && meta->identity.size() == kKeySize)
+        identities.insert(meta->identity);
       ++p.entries;
       p.bytes += hit->payload.size;
-      p.file_bytes += 8 + record.size();
       ticker.maybe(p);
     });
+    // Without its observations an entry of a compile is never found (core/observation.hpp).
+    for (const std::string &identity : identities) {
+      Key k;
+      std::memcpy(k.data(), identity.data(), k.size());
+      const std::string name = manifest_name(k);
+      if (const auto memo = cache.load_memo(name))
+        write_record(encode_entry(std::string(kMemoKeyPrefix) + name, {}, *memo, cache.mac(),
+                                  kCompressLevel));
+    }
     uint8_t end[16];
     put_u64(end, 0);
-    put_u64(end + 8, p.entries);
+    put_u64(end + 8, records);
     write_all(f.get(), end, sizeof end, path);
     p.file_bytes += sizeof end;
     if (std::fflush(f.get()) != 0) throw_errno("cannot write " + path);
@@ -205,7 +228,7 @@ void read_records(Cache &cache, FILE *f, const std::string &path, BundleProgress
         throw Error(Status::corrupt, path + ": bundle ends inside its end marker (truncated)");
       if (get_u64(count) != index)
         throw Error(Status::corrupt, path + ": end marker counts " +
-                                         std::to_string(get_u64(count)) + " entries, found " +
+                                         std::to_string(get_u64(count)) + " records, found " +
                                          std::to_string(index));
       p.file_bytes += 16;
       return;
@@ -237,6 +260,14 @@ void read_records(Cache &cache, FILE *f, const std::string &path, BundleProgress
       if (reject) reject("record " + std::to_string(index - 1) + ": " + why);
       continue;
     }
+    const std::string_view key = parts->key.str();
+    if (key.substr(0, kMemoKeyPrefix.size()) == kMemoKeyPrefix) {
+      if (!merge_manifest(&cache, key.substr(kMemoKeyPrefix.size()), parts->payload.str())) {
+        ++p.rejected;
+        if (reject) reject("record " + std::to_string(index - 1) + ": not a manifest it knows");
+      }
+      continue;
+    }
     cache.put(parts->key, parts->payload, parts->meta);
     ++p.entries;
     p.bytes += parts->payload.size;
@@ -264,9 +295,9 @@ BundleProgress import_bundle_stream(Cache &cache, FILE *in, const std::string &n
     throw Error(Status::corrupt, name + " is not a progcache bundle (bad magic)");
   const uint32_t version = uint32_t(header[8]) | uint32_t(header[9]) << 8 |
                            uint32_t(header[10]) << 16 | uint32_t(header[11]) << 24;
-  if (version != kVersion)
+  if (version != 1 && version != kVersion)
     throw Error(Status::unsupported, name + " is bundle format " + std::to_string(version) +
-                                         "; this progcache reads format " +
+                                         "; this progcache reads formats 1 and " +
                                          std::to_string(kVersion));
   BundleProgress p;
   p.file_bytes = sizeof header;

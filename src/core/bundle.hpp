@@ -3,12 +3,15 @@
 //
 //   offset  size  field
 //   0       8     magic "PCBUNDLE"
-//   8       4     bundle format version (1), little-endian
+//   8       4     bundle format version (2; 1 is read too), little-endian
 //   12      4     reserved (0)
-//   16      ...   entries: u64 record length, then the record in the entry format (entry.hpp),
+//   16      ...   records: u64 record length, then the record in the entry format (entry.hpp),
 //                 payload zstd-compressed where that helps, signed when the exporting cache has
-//                 a secret
-//   end     16    u64 0 (no record is empty), then u64 the number of entries
+//                 a secret. Entries first, then (format 2) the manifests of observations their
+//                 compiles are filed under, as records whose key is "\0progcache-memo\0" and
+//                 the memo's name (core/observation.hpp): without them an imported compile
+//                 would never be found
+//   end     16    u64 0 (no record is empty), then u64 the number of records
 //
 // Every record carries its own key, metadata and checksum, so an importer verifies each one on
 // its own (and its MAC, when the importing cache has a secret) and a damaged record costs only

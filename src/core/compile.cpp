@@ -1,10 +1,10 @@
 #include "core/compile.hpp"
 
+#include <nvrtc.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
-#include <climits>
 #include <condition_variable>
 #include <cstdlib>
 #include <map>
@@ -13,13 +13,13 @@
 #include <thread>
 
 #include "core/compile_coordinator.hpp"
-#include "core/include_scan.hpp"
 #include "cuda/nvrtc.hpp"
 #include "cuda/nvrtc_identity.hpp"
+#include "cuda/nvrtc_observer.hpp"
 #include "util/error.hpp"
 #include "util/fork_guard.hpp"
-#include "util/fsutil.hpp"
 #include "util/trust.hpp"
+#include "util/warning.hpp"
 
 namespace progcache {
 namespace {
@@ -30,17 +30,28 @@ uint64_t us_since(std::chrono::steady_clock::time_point t0) {
           .count());
 }
 
-// One in-process compile per key at a time; followers wait for the leader's result.
+// One in-process compile per program at a time; the others wait for it and then look again
+// (the leader's result is theirs only if its observation holds for them too).
 struct Flight {
   std::mutex mutex;
   std::condition_variable done_cv;
   bool done = false;
-  std::shared_ptr<CompileResult> result;
 };
-// Keyed by (cache, key): a compile for one handle is no result for another.
+// Keyed by (cache, identity): a compile for one handle is no result for another.
 using FlightKey = std::pair<const Cache *, Key>;
 ForkSafeMutex g_flights_mutex{ForkSafeMutex::kOuter};
 std::map<FlightKey, std::shared_ptr<Flight>> g_flights;
+
+// A failure NVRTC answers the same whenever it is asked, so stored like a success: the
+// program's own errors and options NVRTC refuses. Others (out of memory, internal errors) are
+// not stored. 0: NVRTC succeeded but produced no output (a compile error to progcache).
+bool storable_failure(int32_t nvrtc_result) {
+  return nvrtc_result == 0 || nvrtc_result == NVRTC_ERROR_COMPILATION ||
+         nvrtc_result == NVRTC_ERROR_INVALID_OPTION ||
+         nvrtc_result == NVRTC_ERROR_NAME_EXPRESSION_NOT_VALID;
+}
+// CompiledMeta::failure of a refusal whose nvrtcResult is 0 (no output).
+constexpr int32_t kNoOutput = -1;
 
 std::shared_ptr<CompileResult> from_hit(Hit &&hit, const Key &key) {
   auto r = std::make_shared<CompileResult>();
@@ -48,46 +59,83 @@ std::shared_ptr<CompileResult> from_hit(Hit &&hit, const Key &key) {
   r->from_cache = true;
   r->code = hit.payload;
   if (auto meta = decode_meta(hit.meta)) r->meta = std::move(*meta);
+  if (r->meta.failure != 0) {
+    r->status = Status::compile;
+    r->nvrtc_result = r->meta.failure == kNoOutput ? 0 : r->meta.failure;
+  }
   r->storage = std::move(hit.record);
   return r;
-}
-
-std::shared_ptr<CompileResult> lookup(Cache *cache, const Key &key) {
-  if (!cache) return nullptr;
-  auto hit = cache->get_counting_hits(ByteView(key.data(), key.size()));
-  return hit ? from_hit(std::move(*hit), key) : nullptr;
 }
 
 // A lookup for a compile: a hit counts, with the NVRTC time it saved; a miss is counted once,
 // when the call ends having compiled (a waiter's first miss may still end as a hit).
 std::shared_ptr<CompileResult> lookup_and_credit(Cache *cache, const Key &key) {
-  auto r = lookup(cache, key);
-  if (r) cache->note_compile_hit(r->meta.compile_us);
+  auto hit = cache->get_counting_hits(ByteView(key.data(), key.size()));
+  if (!hit) return nullptr;
+  auto r = from_hit(std::move(*hit), key);
+  cache->note_compile_hit(r->meta.compile_us);
   return r;
 }
 
-// Looking again after waiting for another's compile (a lock, a lease, a timeout): finding the
-// entry is a hit that saved a compile.
-std::shared_ptr<CompileResult> look_again(Cache *cache, const Key &key) {
-  return lookup_and_credit(cache, key);
+// Looking again after waiting for another's compile (a thread, a process, a machine): the
+// observations are read afresh from the store, and an entry found is a hit that saved a compile.
+std::shared_ptr<CompileResult> look_again(Cache *cache, const ProgramDesc &program,
+                                          PreparedCompile *prepared) {
+  *prepared = prepare_compile(cache, program, true);
+  if (!prepared->uncacheable.empty() || !prepared->key) return nullptr;
+  return lookup_and_credit(cache, *prepared->key);
+}
+
+NvrtcOutput run_observed(const NvrtcLocation &loc, const ProgramDesc &program,
+                         const CompileOptions &options, NvrtcObservation *recording) {
+  Nvrtc &nvrtc = Nvrtc::load(loc);
+  ObservationScope scope(recording, nvrtc.path());
+  return options.runner ? options.runner(program) : nvrtc.compile(program);
+}
+
+// Stores r (a success or a storable failure) under the key of what the compile was seen to
+// depend on; returns why it was not stored ("" when it was).
+std::string store(Cache *cache, const ProgramDesc &program, const NvrtcObservation &recording,
+                  const NvrtcOutput &out, const Key &identity, KeyContext *context,
+                  CompileResult *r) {
+  if (!out.ok && !storable_failure(out.nvrtc_result))
+    return "NVRTC failed with nvrtcResult " + std::to_string(out.nvrtc_result);
+  const Interpretation seen = interpret(recording, program, current_setting(program), cache,
+                                        ByteView(out.code), out.log, out.ok);
+  if (!seen.observation) return seen.not_stored;
+  context->fields = observation_fields(*seen.observation);
+  r->key = derive_key(program, context);
+  r->meta.key_fields = key_fields(program, context);
+  r->meta.identity.assign(reinterpret_cast<const char *>(identity.data()), identity.size());
+  try {
+    cache->put(ByteView(r->key.data(), r->key.size()), r->code, encode_meta(r->meta));
+  } catch (const Error &e) {
+    // The compile is done: a cache that cannot store it must not fail the caller.
+    return std::string("could not store the result: ") + e.what();
+  }
+  add_observation(cache, identity, *seen.observation);
+  return "";
 }
 
 std::shared_ptr<CompileResult> compile_and_store(Cache *cache, const ProgramDesc &program,
-                                                 const PreparedCompile &prepared, bool store,
+                                                 const PreparedCompile &prepared, bool keep,
                                                  const CompileOptions &options) {
   const NvrtcLocation loc = locate_nvrtc(cache);
-  Nvrtc &nvrtc = Nvrtc::load(loc);
-  NvrtcOutput out = options.runner ? options.runner(program) : nvrtc.compile(program);
+  NvrtcObservation recording;
+  NvrtcOutput out = run_observed(loc, program, options, &recording);
+  const Nvrtc &nvrtc = Nvrtc::load(loc);
   auto r = std::make_shared<CompileResult>();
-  r->key = prepared.key;
-  CompileContext context = prepared.context;
+  KeyContext context = prepared.context;
+  context.fields.clear();
+  Key identity = prepared.identity;
   // The key names the NVRTC images that compiled, which this process has now loaded: a library
   // replaced on disk since the key was derived must not lend its identity to this result.
   const NvrtcIdentity loaded = current_nvrtc_identity(loc, cache);
   if (loaded.key_text() != context.nvrtc_build) {
     context.nvrtc_build = loaded.key_text();
-    r->key = derive_key(program, &context);
+    identity = identity_key(program, context);
   }
+  r->key = derive_key(program, &context);
   r->meta.target = int32_t(program.target);
   r->meta.nvrtc_version = nvrtc.version();
   r->meta.compile_us = out.compile_us;
@@ -95,31 +143,25 @@ std::shared_ptr<CompileResult> compile_and_store(Cache *cache, const ProgramDesc
   r->meta.log = std::move(out.log);
   r->meta.lowered_names = std::move(out.lowered_names);
   r->meta.key_fields = key_fields(program, &context);
+  out.log = r->meta.log;  // interpret reads it
   if (!out.ok) {
     r->status = Status::compile;
     r->nvrtc_result = out.nvrtc_result;
-    return r;
+    r->meta.failure = out.nvrtc_result != 0 ? out.nvrtc_result : kNoOutput;
   }
-  auto blob = std::make_shared<Blob>(Blob::copy_of(out.code));
-  r->code = blob->view();
-  r->storage = std::move(blob);
-  if (!store || !cache) {
+  if (out.ok || !out.code.empty()) {
+    auto blob = std::make_shared<Blob>(Blob::copy_of(out.code));
+    r->code = blob->view();
+    r->storage = std::move(blob);
+  }
+  if (!keep || !cache) {
     r->not_stored = "compiled without a cache (PCACHE_DISABLE or no handle)";
     return r;
   }
-  if (!prepared.uncacheable.empty()) {
-    r->not_stored = prepared.uncacheable;
-  } else if (!dependencies_unchanged(IncludeScan{context.dependencies, {}, false})) {
-    r->not_stored = "a header changed while NVRTC compiled";
-  } else {
-    try {
-      cache->put(ByteView(r->key.data(), r->key.size()), r->code, encode_meta(r->meta));
-    } catch (const Error &e) {
-      // The compile succeeded: a cache that cannot store it must not fail the caller.
-      r->not_stored = std::string("could not store the result: ") + e.what();
-    }
-  }
-  if (!r->not_stored.empty()) {
+  r->not_stored = !prepared.uncacheable.empty()
+                      ? prepared.uncacheable
+                      : store(cache, program, recording, out, identity, &context, r.get());
+  if (!r->not_stored.empty() && out.ok) {
     cache->note_uncacheable();
     set_thread_warning("compiled, but not cached: " + r->not_stored);
   }
@@ -132,10 +174,10 @@ std::shared_ptr<CompileResult> compile_and_store(Cache *cache, const ProgramDesc
 // compiling here.
 std::shared_ptr<CompileResult> compile_once_across_machines(Cache *cache,
                                                             const ProgramDesc &program,
-                                                            const PreparedCompile &prepared,
+                                                            PreparedCompile *prepared,
                                                             const CompileOptions &options) {
-  const Key &key = prepared.key;
-  const ByteView k(key.data(), key.size());
+  const Key identity = prepared->identity;
+  const ByteView k(identity.data(), identity.size());
   const auto deadline =
       std::chrono::steady_clock::now() + std::chrono::milliseconds(options.wait_timeout_ms);
   auto delay = std::chrono::milliseconds(10);
@@ -144,33 +186,57 @@ std::shared_ptr<CompileResult> compile_once_across_machines(Cache *cache,
     std::string token;
     const auto answer = coordinator.try_lease(k, &token);
     if (answer == CompileCoordinator::LeaseAnswer::unavailable)
-      return compile_and_store(cache, program, prepared, true, options);
+      return compile_and_store(cache, program, *prepared, true, options);
     if (answer == CompileCoordinator::LeaseAnswer::taken) {
       const auto lease = coordinator.hold(k, std::move(token));
       // The previous holder may have stored it between our last look and our lease.
-      if (auto r = look_again(cache, key)) return r;
-      return compile_and_store(cache, program, prepared, true, options);
+      if (auto r = look_again(cache, program, prepared)) return r;
+      return compile_and_store(cache, program, *prepared, true, options);
     }
     if (std::chrono::steady_clock::now() >= deadline)
-      return compile_and_store(cache, program, prepared, true, options);
+      return compile_and_store(cache, program, *prepared, true, options);
     std::this_thread::sleep_for(delay);
     delay = std::min(delay * 2, std::chrono::milliseconds(250));
-    if (auto r = look_again(cache, key)) return r;
+    if (auto r = look_again(cache, program, prepared)) return r;
   }
+}
+
+// The leader of this process's flight: across processes (a striped lock) and machines (a
+// lease), then compiles unless another's compile answers.
+std::shared_ptr<CompileResult> lead(Cache *cache, const ProgramDesc &program,
+                                    PreparedCompile *prepared, const CompileOptions &options) {
+  const auto cross_process =
+      cache->coordinator().lock_processes(prepared->identity, options.wait_timeout_ms);
+  if (auto r = look_again(cache, program, prepared)) return r;
+  if (!prepared->uncacheable.empty())
+    return compile_and_store(cache, program, *prepared, true, options);
+  return compile_once_across_machines(cache, program, prepared, options);
 }
 
 }  // namespace
 
-PreparedCompile prepare_compile(Cache *cache, const ProgramDesc &program) {
-  (void)program_options(program);  // refuse early
+PreparedCompile prepare_compile(Cache *cache, const ProgramDesc &program, bool fresh) {
   PreparedCompile prepared;
+  const ParsedOptions &options = program_options(program);  // refuse early
+  prepared.uncacheable = options.uncacheable;
   prepared.context.nvrtc_build = current_nvrtc_identity(locate_nvrtc(cache), cache).key_text();
-  char cwd[PATH_MAX];
-  prepared.context.working_dir = ::getcwd(cwd, sizeof cwd) ? cwd : "";
-  IncludeScan scan = scan_includes(program, cache);
-  prepared.context.dependencies = std::move(scan.dependencies);
-  prepared.uncacheable = std::move(scan.uncacheable);
-  prepared.key = derive_key(program, &prepared.context);
+  prepared.context.name_in_identity = false;
+  prepared.context.environment = nvrtc_environment_fields();
+  prepared.identity = identity_key(program, prepared.context);
+  prepared.setting = current_setting(program);
+  const auto manifest = load_manifest(cache, prepared.identity, fresh);
+  for (const Observation &o : manifest->observations) {
+    std::string why;
+    if (holds(o, prepared.setting, cache, prepared.why_not.empty() ? &why : nullptr)) {
+      prepared.context.fields = observation_fields(o);
+      prepared.key = derive_key(program, &prepared.context);
+      prepared.observation = o;
+      prepared.why_not.clear();
+      return prepared;
+    }
+    if (prepared.why_not.empty()) prepared.why_not = why;
+  }
+  if (!manifest->observations.empty()) prepared.observation = manifest->observations.front();
   return prepared;
 }
 
@@ -180,15 +246,15 @@ std::shared_ptr<CompileResult> compile_through_cache(Cache *cache, ProgramDesc p
   const char *disable = trusted_env("PCACHE_DISABLE");
   const bool bypass = options.bypass || (disable && *disable && std::string(disable) != "0");
   if (bypass) cache = nullptr;
-  const PreparedCompile prepared = prepare_compile(cache, program);
-  const Key &key = prepared.key;
+  PreparedCompile prepared = prepare_compile(cache, program);
   auto finish = [&](std::shared_ptr<CompileResult> r) {
     r->elapsed_us = us_since(t0);
     return r;
   };
   if (!cache || !prepared.uncacheable.empty())
     return finish(compile_and_store(cache, program, prepared, cache != nullptr, options));
-  if (auto r = lookup_and_credit(cache, key)) return finish(std::move(r));
+  if (prepared.key)
+    if (auto r = lookup_and_credit(cache, *prepared.key)) return finish(std::move(r));
   // Missed. Each call counts once: a hit if another's compile answers it (counted where that
   // happens), else a miss when it ends, having compiled (or failed) itself.
   auto finish_after_miss = [&](std::shared_ptr<CompileResult> r) {
@@ -197,7 +263,7 @@ std::shared_ptr<CompileResult> compile_through_cache(Cache *cache, ProgramDesc p
   };
 
   // Single flight within the process.
-  const FlightKey flight_key{cache, key};
+  const FlightKey flight_key{cache, prepared.identity};
   std::shared_ptr<Flight> flight;
   bool leader = false;
   {
@@ -210,56 +276,42 @@ std::shared_ptr<CompileResult> compile_through_cache(Cache *cache, ProgramDesc p
     flight = slot;
   }
   if (!leader) {
-    std::unique_lock lock(flight->mutex);
-    if (flight->done_cv.wait_for(lock, std::chrono::milliseconds(options.wait_timeout_ms),
-                                 [&] { return flight->done; }) &&
-        flight->result) {
-      auto r = std::make_shared<CompileResult>(*flight->result);
-      r->from_cache = r->status == Status::ok;
-      // Another thread's compile answered this call: a hit that saved a compile.
-      if (r->from_cache) cache->note_shared_compile(r->meta.compile_us);
-      return finish_after_miss(std::move(r));
+    {
+      std::unique_lock lock(flight->mutex);
+      flight->done_cv.wait_for(lock, std::chrono::milliseconds(options.wait_timeout_ms),
+                               [&] { return flight->done; });
     }
-    lock.unlock();
-    if (auto r = look_again(cache, key)) return finish(std::move(r));
-    return finish_after_miss(
-        compile_and_store(cache, program, prepared, true, options));  // waited too long
+    if (auto r = look_again(cache, program, &prepared)) return finish(std::move(r));
+    return finish_after_miss(compile_and_store(cache, program, prepared, true, options));
   }
+  auto land = [&] {
+    {
+      std::lock_guard lock(g_flights_mutex);
+      g_flights.erase(flight_key);
+    }
+    {
+      std::lock_guard lock(flight->mutex);
+      flight->done = true;
+    }
+    flight->done_cv.notify_all();
+  };
   std::shared_ptr<CompileResult> result;
   try {
-    // Single flight across processes: whoever holds the stripe lock compiles; the others find
-    // its result when they get the lock.
-    const auto cross_process = cache->coordinator().lock_processes(key, options.wait_timeout_ms);
-    result = look_again(cache, key);
-    if (!result) result = compile_once_across_machines(cache, program, prepared, options);
+    result = lead(cache, program, &prepared, options);
   } catch (...) {
-    std::lock_guard lock(g_flights_mutex);
-    g_flights.erase(flight_key);
-    std::lock_guard flock(flight->mutex);
-    flight->done = true;
-    flight->done_cv.notify_all();
+    land();
     throw;
   }
-  {
-    std::lock_guard lock(g_flights_mutex);
-    g_flights.erase(flight_key);
-  }
-  {
-    std::lock_guard lock(flight->mutex);
-    flight->result = result;
-    flight->done = true;
-  }
-  flight->done_cv.notify_all();
-  // The published result is shared with the waiters and never written again: the leader times
-  // its own copy.
-  return finish_after_miss(std::make_shared<CompileResult>(*result));
+  land();
+  return finish_after_miss(std::move(result));
 }
 
 std::shared_ptr<CompileResult> recompile(Cache *cache, ProgramDesc program,
                                          const CompileOptions &options) {
   const auto t0 = std::chrono::steady_clock::now();
   const PreparedCompile prepared = prepare_compile(cache, program);
-  if (cache) (void)cache->remove(ByteView(prepared.key.data(), prepared.key.size()));
+  if (cache && prepared.key)
+    (void)cache->remove(ByteView(prepared.key->data(), prepared.key->size()));
   auto r = compile_and_store(cache, program, prepared, cache != nullptr, options);
   r->elapsed_us = us_since(t0);
   return r;

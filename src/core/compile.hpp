@@ -1,13 +1,16 @@
-// Compile through the cache: key -> lookup -> (single flight) NVRTC -> store.
+// Compile through the cache: identity -> recorded observations -> lookup -> (single flight)
+// NVRTC, observed -> store the result and what it depended on.
 #pragma once
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "core/cache.hpp"
 #include "core/compiled_meta.hpp"
 #include "core/key.hpp"
+#include "core/observation.hpp"
 #include "cuda/nvrtc.hpp"
 #include "util/error.hpp"
 
@@ -17,7 +20,7 @@ struct CompileResult {
   Status status = Status::ok;  // ok, or compile (log holds NVRTC's reasons)
   Key key{};
   bool from_cache = false;
-  std::string not_stored;  // why a successful compile was not stored ("" if it was, or a hit)
+  std::string not_stored;  // why a compile was not stored ("" if it was, or a hit)
   SharedBlob storage;      // owns the bytes `code` points into
   ByteView code;
   CompiledMeta meta;
@@ -26,30 +29,38 @@ struct CompileResult {
 };
 
 struct CompileOptions {
-  uint32_t wait_timeout_ms = 300000;  // how long to wait for another compile of the same key
+  uint32_t wait_timeout_ms = 300000;  // how long to wait for another compile of the same program
   bool bypass = false;                // compile always, store nothing (PCACHE_DISABLE=1)
   // What compiles on a miss: null runs NVRTC as located (Nvrtc::compile). The drop-in NVRTC
   // passes its own (a real program it keeps, every output collected into `code`).
   std::function<NvrtcOutput(const ProgramDesc &)> runner;
 };
 
-// A program's key as a compile would derive it now: the headers it reads from disk scanned, the
-// NVRTC build identified (from the files, or the images this process has loaded).
+// A program as a compile would look it up now: its identity (the program, the NVRTC build and
+// the environment NVRTC keeps), and the key of the first recorded observation that still
+// holds, if one does.
 struct PreparedCompile {
-  Key key{};
-  CompileContext context;
+  Key identity{};
+  KeyContext context;       // with the holding observation's fields when key is set
+  std::optional<Key> key;   // the entry to look for; unset: no observation holds (a miss)
   std::string uncacheable;  // non-empty: compile, but never look up or store (the reason)
+  CompileSetting setting;
+  std::optional<Observation> observation;  // the one that holds, else the newest recorded
+  std::string why_not;  // why the newest recorded observation does not hold (explain)
 };
-// Throws Error: invalid_arg (refused options), cuda_unavailable (no NVRTC to identify).
-[[nodiscard]] PreparedCompile prepare_compile(Cache *cache, const ProgramDesc &program);
+// fresh: read the observations from the store, not this process's copy (after waiting for
+// another's compile). Throws Error: invalid_arg (refused options), cuda_unavailable (no NVRTC
+// to identify).
+[[nodiscard]] PreparedCompile prepare_compile(Cache *cache, const ProgramDesc &program,
+                                              bool fresh = false);
 
 // cache may be null (compile without caching). Throws Error for anything but a compile error.
 [[nodiscard]] std::shared_ptr<CompileResult> compile_through_cache(Cache *cache,
                                                                    ProgramDesc program,
                                                                    const CompileOptions &options);
 
-// Removes key from cache and compiles again, bypassing lookup (self-healing after the driver
-// rejected a cached image).
+// Removes the program's current entry from cache and compiles again, bypassing lookup
+// (self-healing after the driver rejected a cached image).
 [[nodiscard]] std::shared_ptr<CompileResult> recompile(Cache *cache, ProgramDesc program,
                                                        const CompileOptions &options);
 

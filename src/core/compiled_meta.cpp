@@ -15,7 +15,9 @@ enum Tag : uint8_t {
   kProgramName,
   kLog,
   kLoweredName,
-  kKeyField
+  kKeyField,
+  kFailure,  // written only for a failed compile: readers that skip it never see one (schema 4)
+  kIdentity,
 };
 
 void put_u32(std::string &out, uint32_t v) {
@@ -54,6 +56,12 @@ std::string encode_meta(const CompiledMeta &m) {
   record(out, kLog, m.log);
   for (const auto &[e, s] : m.lowered_names) record(out, kLoweredName, pair_value(e, s));
   for (const auto &[f, d] : m.key_fields) record(out, kKeyField, pair_value(f, d));
+  if (!m.identity.empty()) record(out, kIdentity, m.identity);
+  if (m.failure != 0) {
+    v.clear();
+    put_u32(v, uint32_t(m.failure));
+    record(out, kFailure, v);
+  }
   return out;
 }
 
@@ -94,6 +102,14 @@ std::optional<CompiledMeta> decode_meta(ByteView bytes) {
         break;
       case kLog:
         m.log = std::string(v);
+        break;
+      case kIdentity:
+        m.identity = std::string(v);
+        break;
+      case kFailure:
+        if (len != 4) return std::nullopt;
+        m.failure = int32_t(load_le(u, 4));
+        if (m.failure == 0) return std::nullopt;
         break;
       case kLoweredName:
       case kKeyField: {

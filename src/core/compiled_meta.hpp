@@ -20,6 +20,12 @@ struct CompiledMeta {
   std::string log;
   std::vector<std::pair<std::string, std::string>> lowered_names;  // expression -> symbol
   std::vector<std::pair<std::string, std::string>> key_fields;     // see key_fields()
+  // A compile NVRTC refused (stored so that a warm start answers as a cold one): the
+  // nvrtcResult it returned; the payload is empty, or the drop-in's outputs. 0 for a success.
+  int32_t failure = 0;
+  // The program's identity (core/key.hpp: identity_key), under which the observations of NVRTC
+  // that lead to this entry are filed: a bundle carries them along (core/bundle.cpp).
+  std::string identity;
 };
 
 std::string encode_meta(const CompiledMeta &meta);

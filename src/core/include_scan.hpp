@@ -1,14 +1,16 @@
-// The headers NVRTC would read from disk for a program, found the way NVRTC finds them, so that
-// their contents can be part of the key (docs/keys.md, "Headers on disk").
+// The headers NVRTC would read from disk for a program, predicted without compiling it: found
+// the way NVRTC finds them, so that pcache_make_key and `progcache deps` can key and list them
+// (docs/keys.md, "Keys without a compile"). A compile keys what NVRTC was seen to read instead
+// (core/observation.hpp).
 //
 // The scan is conservative: it follows every #include, #include_next, #embed and __has_include
 // regardless of #if (a needless dependency costs at worst a needless miss; a missed one would
 // serve stale code), and records both the files found and the names probed that did not exist
-// (creating a header earlier in the search path changes the key).
+// (creating a header earlier in the search path changes the key). What it cannot predict (a
+// computed #include, a __has_include operand built by macros, the time macros) makes the
+// program unkeyable.
 #pragma once
 
-#include <array>
-#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -18,25 +20,29 @@
 
 namespace progcache {
 
-struct IncludeScan {
-  std::vector<HeaderDependency> dependencies;  // in the order they were found, each path once
-  // Non-empty when the program must be compiled but not stored: a computed #include the scan
-  // cannot resolve (without extra_digest), __DATE__/__TIME__/__TIMESTAMP__, an unreadable header.
-  std::string uncacheable;
-  bool time_macros = false;  // __DATE__, __TIME__ or __TIMESTAMP__ in the source or a header
+// One path NVRTC would probe for a header.
+struct HeaderDependency {
+  std::string path;  // as NVRTC composes it: "sub/h.h", "inc/x.h", "/abs/h.h"
+  bool present = false;
+  ContentDigest digest{};        // of the content, when present
+  StatIdentity stat;             // as seen by the scan, when present
+  bool recheck_content = false;  // changed too recently for its stat to vouch for it
 };
 
-// Scans program (its source, in-memory headers and options: -I, --include-path, -include,
-// --pre-include, -no-source-include, in every spelling NVRTC accepts). Relative paths are taken
-// from the current directory, as NVRTC takes them. File facts (digest and directives) are
-// remembered per (path, stat identity) in this process and in memos (may be null); files
-// changed in the last StatIdentity::kRacySeconds are always read. Throws only for running out
-// of memory; unreadable files make the scan uncacheable.
+struct IncludeScan {
+  std::vector<HeaderDependency> dependencies;  // in the order they were found, each path once
+  // Non-empty when the program cannot be keyed without compiling it: a computed #include the
+  // scan cannot resolve (without extra_digest), __DATE__/__TIME__, an unreadable header.
+  std::string uncacheable;
+};
+
+// Scans program (its source, in-memory headers and include options as program_options parses
+// them). Relative paths are taken from the current directory, as NVRTC takes them. File facts
+// come from core/file_facts.hpp's memos (may be null). Throws only for running out of memory
+// or refused options; unreadable files make the scan uncacheable.
 IncludeScan scan_includes(const ProgramDesc &program, MemoStore *memos);
 
-// True when every dependency still looks as the scan saw it (stat identity, or content for a
-// file whose timestamps cannot be trusted; absent ones still absent). Called after a compile:
-// a header edited while NVRTC ran makes the result unfit to store.
-bool dependencies_unchanged(const IncludeScan &scan);
+// The scan as key fields ("file PATH" -> digest or "absent"), for derive_key.
+std::vector<KeyField> scan_fields(const IncludeScan &scan);
 
 }  // namespace progcache

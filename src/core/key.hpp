@@ -1,4 +1,6 @@
-// Cache keys: a program description -> canonical, tag-and-length encoded fields -> BLAKE2b.
+// Cache keys: a program, parsed and validated once, -> canonical, tag-and-length encoded fields
+// -> BLAKE2b. One walk over the fields both hashes them (derive_key) and renders them for
+// `progcache explain` (key_fields), so the two can never disagree.
 #pragma once
 
 #include <array>
@@ -19,54 +21,99 @@ inline constexpr size_t kKeySize = 32;
 using Key = std::array<uint8_t, kKeySize>;
 using ContentDigest = std::array<uint8_t, 32>;
 
-// One path NVRTC would probe for a header (see include_scan.hpp).
-struct HeaderDependency {
-  std::string path;  // as NVRTC composes it: "sub/h.h", "inc/x.h", "/abs/h.h"
-  bool present = false;
-  ContentDigest digest{};        // of the content, when present
-  StatIdentity stat;             // as seen by the scan, when present
-  bool recheck_content = false;  // changed too recently for its stat to vouch for it
+// A program's options as NVRTC reads them: one spelling per meaning, in an order NVRTC is shown
+// to be indifferent to (tests/option_spellings_test.cpp asks NVRTC), and what they imply.
+struct ParsedOptions {
+  std::vector<std::string> canonical;
+  std::vector<std::string> include_dirs;  // -I, in search order, as NVRTC composes paths
+  std::vector<std::string> pre_includes;  // -include, in order
+  bool no_source_include = false;
+  bool pch = false;                    // -pch, --pch-dir, --use-pch: NVRTC's own header cache
+  std::vector<std::string> pch_paths;  // --pch-dir and --use-pch values
+  // Non-empty: an option whose effect reaches beyond the output (a file written, the GPU of this
+  // machine): compiled, never stored. Names the option.
+  std::string uncacheable;
+  // LTO-IR or OptiX IR: LLVM bitcode, which holds the program name and the working directory in
+  // a form a text search cannot find, so both are keyed whenever the output is bitcode.
+  bool bitcode_output = false;
 };
 
-// What a compile's key covers beyond the program's own fields (filled by the compile flow).
-struct CompileContext {
-  std::string nvrtc_build;                     // NvrtcIdentity::key_text()
-  std::string working_dir;                     // hashed only when the output embeds it
-  std::vector<HeaderDependency> dependencies;  // headers read from disk, and absent probes
-};
-
-// Rewrites NVRTC options to one spelling per meaning, merging only spellings NVRTC itself treats
-// as the same ("-arch=sm_90", "-arch sm_90" -> "--gpu-architecture=sm_90", "-G" ->
-// "--device-debug"); a spelling NVRTC rejects ("-std c++17" as two strings) is kept verbatim so
-// that it never shares a key with one NVRTC accepts (tests/option_spellings_test.cpp asks NVRTC).
-// Throws Error(invalid_arg) for options the key cannot account for (see docs/keys.md), unless
-// has_extra_digest allows the PCH ones.
+// Parses options. Spellings NVRTC treats alike become one ("-arch=sm_90", "-arch sm_90" ->
+// "--gpu-architecture=sm_90"; "-I=dir", "-Idir/" -> "--include-path=dir"); a spelling NVRTC
+// rejects ("-std c++17" as two strings) is kept verbatim so that it never shares a key with one
+// it accepts. Repeated options that change nothing are dropped and options whose order NVRTC
+// ignores are sorted, only when every option is one the table knows. Throws Error(invalid_arg)
+// for an option missing its value.
+[[nodiscard]] ParsedOptions parse_options(const std::vector<std::string_view> &options);
+// parse_options(options).canonical (tests, the fuzzer and the admin API).
 [[nodiscard]] std::vector<std::string> canonical_options(
-    const std::vector<std::string_view> &options, bool has_extra_digest);
+    const std::vector<std::string_view> &options);
 
-// True when NVRTC's output for these options embeds the working directory (line info, debug
-// info: the DWARF compilation directory), so the key must cover it.
-bool output_embeds_working_dir(const std::vector<std::string_view> &options);
+// The program's parsed options, computed on first use and kept in the program. Throws as
+// parse_options does.
+const ParsedOptions &program_options(const ProgramDesc &program);
+// content_digest of the program's source, computed on first use and kept in the program.
+const ContentDigest &source_digest(const ProgramDesc &program);
+// Throws Error(invalid_arg) for an unknown code type or target, or a NULL source.
+void check_program(const ProgramDesc &program);
 
-// Derives the key; context (may be null, for pcache_make_key) adds the NVRTC build, the
-// working directory and the headers on disk. Throws Error(invalid_arg) for refused inputs.
-[[nodiscard]] Key derive_key(const ProgramDesc &program, const CompileContext *context = nullptr);
+// What a KeyField is: a header read, a path probed, a variable, a directory...
+enum KeyFieldTag : uint8_t {
+  kFieldRead = 0x40,  // a header's content (or why it could not be read)
+  kFieldProbe,        // stat: absent, a file, a directory
+  kFieldLinkProbe,    // lstat
+  kFieldAccess,       // access(mode)
+  kFieldList,         // a directory's names
+  kFieldResolve,      // realpath / readlink
+  kFieldSameFile,     // two paths NVRTC met are one file
+  kFieldEnvironment,  // a variable NVRTC read during the compile
+  kFieldName,         // the program name, where the output holds it
+  kFieldNameDir,      // the directory of the program name, where NVRTC looked in it
+  kFieldWorkingDir,   // getcwd and $PWD, where the output holds them
+};
+
+// One field a key covers beyond the program's own: a header found or probed, a variable of the
+// environment, the directory. The name and `value` are hashed; `shown` is what explain prints.
+struct KeyField {
+  uint8_t tag = 0;
+  std::string name;
+  std::string value;
+  std::string shown;
+};
+
+// The variables of the environment NVRTC reads when it loads or on its first compile (and keeps
+// for the process): keyed always, with their values here (docs/keys.md lists them and how they
+// were found). Variables NVRTC reads on every compile are keyed as observed.
+const std::vector<std::string_view> &nvrtc_load_time_variables();
+std::vector<KeyField> nvrtc_environment_fields();
+
+// What a key covers beyond the program's own fields (filled by the compile flow, or by the include
+// scan for pcache_make_key).
+struct KeyContext {
+  std::string nvrtc_build;            // NvrtcIdentity::key_text(); "" = program.nvrtc_version
+  bool name_in_identity = true;       // false: the program name is keyed only as `fields` say
+  std::vector<KeyField> environment;  // nvrtc_environment_fields()
+  std::vector<KeyField> fields;       // headers, probes, variables, directories (in order)
+};
+
+// The key of the program's identity alone (every field but `fields`): what a compile's
+// observations are filed under (core/observation.hpp). Never equal to an entry's key.
+[[nodiscard]] Key identity_key(const ProgramDesc &program, const KeyContext &context);
+
+// Derives the key; context (may be null, for a key of the program alone) adds the NVRTC build,
+// the environment and the fields. Throws Error(invalid_arg) for refused inputs.
+[[nodiscard]] Key derive_key(const ProgramDesc &program, const KeyContext *context = nullptr);
 
 // The key's inputs one by one, for explaining a miss: ("source", digest), ("option[0]",
-// "--gpu-architecture=sm_90"), ("header a.h", digest), ... Small fields are kept as text, large
-// ones as a 128-bit digest. Throws like derive_key.
-std::vector<std::pair<std::string, std::string>> key_fields(
-    const ProgramDesc &program, const CompileContext *context = nullptr);
+// "--gpu-architecture=sm_90"), ("file inc/a.h", digest), ... Large ones shown as a digest.
+// Throws like derive_key.
+std::vector<std::pair<std::string, std::string>> key_fields(const ProgramDesc &program,
+                                                            const KeyContext *context = nullptr);
 
 // "blake2b" or "sha256" (FIPS providers): which hash derive_key uses in this process.
 const char *key_hash_name();
 
 // BLAKE2b-256 (SHA-256 under FIPS) of bytes: what header contents are keyed by.
 [[nodiscard]] ContentDigest content_digest(ByteView bytes);
-// canonical_options of the program's options, computed on first use and kept in the program.
-// Throws as canonical_options does.
-const std::vector<std::string> &program_options(const ProgramDesc &program);
-// content_digest of the program's source, computed on first use and kept in the program.
-const ContentDigest &source_digest(const ProgramDesc &program);
 
 }  // namespace progcache

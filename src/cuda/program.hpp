@@ -4,6 +4,7 @@
 
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -13,6 +14,8 @@
 #include "util/blob.hpp"
 
 namespace progcache {
+
+struct ParsedOptions;  // core/key.hpp
 
 enum class CodeType : int32_t { cxx = 0, ptx = 1, nvvm = 2 };
 // nvrtc_outputs is internal (never accepted from the C API): the drop-in NVRTC's entries, whose
@@ -32,8 +35,8 @@ struct ProgramDesc {
   // The source's digest, computed once per call and shared by the include manifest and the key
   // (core/key.cpp: source_digest); empty until then.
   mutable std::optional<std::array<uint8_t, 32>> source_digest;
-  // The options canonicalised (core/key.cpp: program_options), likewise once per call.
-  mutable std::optional<std::vector<std::string>> canonical_options;
+  // The options parsed (core/key.cpp: program_options), likewise once per call.
+  mutable std::shared_ptr<const ParsedOptions> parsed_options;
 };
 
 }  // namespace progcache

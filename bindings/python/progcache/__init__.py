@@ -19,7 +19,7 @@ import ctypes.util
 import os
 import re
 
-__version__ = "0.4.0"  # the release; tests/python checks it equals the library's version
+__version__ = "0.5.0"  # the release; tests/python checks it equals the library's version
 
 __all__ = [
     "Cache", "Compiled", "ProgcacheError", "InvalidArgumentError", "NoMemoryError", "CacheIOError",

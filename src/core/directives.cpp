@@ -1,0 +1,292 @@
+#include "core/directives.hpp"
+
+#include <cstring>
+#include <set>
+
+namespace progcache {
+namespace {
+
+bool ident_char(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+}
+
+// Phase one as far as directives care: the trigraphs "??=" (#) and "??/" (\). Replaced whether
+// or not NVRTC reads trigraphs (-std=c++03/c++14 only): a directive found for nothing costs a
+// needless dependency at most.
+std::string without_trigraphs(std::string_view text) {
+  std::string s(text);
+  if (s.find("??") == std::string::npos) return s;
+  std::string out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '?' && i + 2 < s.size() && s[i + 1] == '?' &&
+        (s[i + 2] == '=' || s[i + 2] == '/')) {
+      out += s[i + 2] == '=' ? '#' : '\\';
+      i += 2;
+      continue;
+    }
+    out += s[i];
+  }
+  return out;
+}
+
+// Removes backslash-newline splices, replaces comments by a space, and marks the bytes inside
+// string and character literals (where identifiers are not macros) in *literal.
+std::string clean_source(std::string_view text, std::vector<bool> *literal) {
+  std::string s;
+  s.reserve(text.size());
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] == '\\' && i + 1 < text.size() && text[i + 1] == '\n') {
+      ++i;
+      continue;
+    }
+    if (text[i] == '\\' && i + 2 < text.size() && text[i + 1] == '\r' && text[i + 2] == '\n') {
+      i += 2;
+      continue;
+    }
+    s += text[i];
+  }
+  std::string out;
+  out.reserve(s.size());
+  literal->clear();
+  literal->reserve(s.size());
+  auto emit = [&](char c, bool lit) {
+    out += c;
+    literal->push_back(lit);
+  };
+  bool in_number = false;
+  for (size_t i = 0; i < s.size();) {
+    const char c = s[i];
+    const char prev = out.empty() ? '\n' : out.back();
+    if (in_number) {
+      const bool exponent_sign =
+          (c == '+' || c == '-') && (prev == 'e' || prev == 'E' || prev == 'p' || prev == 'P');
+      if (ident_char(c) || c == '.' || c == '\'' || exponent_sign) {
+        emit(c, false);
+        ++i;
+        continue;
+      }
+      in_number = false;
+    }
+    if (c == '/' && i + 1 < s.size() && s[i + 1] == '/') {
+      while (i < s.size() && s[i] != '\n') ++i;
+      continue;
+    }
+    if (c == '/' && i + 1 < s.size() && s[i + 1] == '*') {
+      const size_t end = s.find("*/", i + 2);
+      i = end == std::string::npos ? s.size() : end + 2;
+      emit(' ', false);
+      continue;
+    }
+    if (c >= '0' && c <= '9' && !ident_char(prev)) {
+      in_number = true;
+      emit(c, false);
+      ++i;
+      continue;
+    }
+    // Raw string literal: R"delim( ... )delim", possibly prefixed (u8R, LR, uR, UR).
+    if (c == 'R' && i + 1 < s.size() && s[i + 1] == '"') {
+      size_t p = out.size();
+      while (p > 0 && ident_char(out[p - 1])) --p;
+      const std::string prefix = out.substr(p);
+      if (prefix.empty() || prefix == "u8" || prefix == "u" || prefix == "U" || prefix == "L") {
+        const size_t open = s.find('(', i + 2);
+        if (open != std::string::npos && open - (i + 2) <= 16) {
+          const std::string close = ")" + s.substr(i + 2, open - (i + 2)) + "\"";
+          const size_t end = s.find(close, open + 1);
+          const size_t stop = end == std::string::npos ? s.size() : end + close.size();
+          emit('R', false);
+          for (size_t k = i + 1; k < stop; ++k) emit(s[k] == '\n' ? ' ' : s[k], true);
+          i = stop;
+          continue;
+        }
+      }
+    }
+    if (c == '"' || c == '\'') {
+      emit(c, false);
+      size_t k = i + 1;
+      for (; k < s.size() && s[k] != c && s[k] != '\n'; ++k) {
+        if (s[k] == '\\' && k + 1 < s.size() && s[k + 1] != '\n') emit(s[k++], true);
+        emit(s[k], true);
+      }
+      if (k < s.size() && s[k] == c) emit(s[k++], false);
+      i = k;
+      continue;
+    }
+    emit(c, false);
+    ++i;
+  }
+  return out;
+}
+
+void skip_space(std::string_view line, size_t *p) {
+  while (*p < line.size() && (line[*p] == ' ' || line[*p] == '\t' || line[*p] == '\f' ||
+                              line[*p] == '\v' || line[*p] == '\r'))
+    ++*p;
+}
+
+// "name" or <name> at *p; false if the operand is anything else.
+bool header_name(std::string_view line, size_t *p, bool *angle, std::string *name) {
+  if (*p >= line.size() || (line[*p] != '"' && line[*p] != '<')) return false;
+  const char close = line[*p] == '"' ? '"' : '>';
+  const size_t end = line.find(close, *p + 1);
+  if (end == std::string_view::npos) return false;
+  *angle = close == '>';
+  *name = std::string(line.substr(*p + 1, end - *p - 1));
+  *p = end + 1;
+  return true;
+}
+
+bool path_like(std::string_view s) {
+  if (s.empty()) return false;
+  bool letter = false;
+  for (char c : s) {
+    if (!(ident_char(c) || c == '.' || c == '/' || c == '-' || c == '+')) return false;
+    letter |= (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+  }
+  return letter;
+}
+
+// The state of one text's scan: the directives found, and the macros seen to wrap
+// __has_include (defined here), so that a wrapper called with a macro operand is noticed.
+struct Scan {
+  Directives out;
+  std::set<std::string> wrappers{"__has_include", "__has_include_next"};
+
+  void computed(std::string_view line) {
+    if (out.computed.empty()) out.computed = std::string(line);
+  }
+  void has_include(DirectiveKind kind, bool angle, std::string name) {
+    out.names.push_back({kind, angle, std::move(name)});
+  }
+  void macro_call(const std::string &name) {
+    if (calls.insert(name).second) out.macro_calls.push_back(name);
+  }
+  void wrapper(const std::string &name) {
+    if (wrappers.insert(name).second) out.wrappers.push_back(name);
+  }
+  std::set<std::string> calls;
+};
+
+// Calls of __has_include or of a macro that wraps it, in an #if/#elif line: a literal operand
+// is a probe; any other operand is computed.
+void scan_condition(std::string_view line, const std::vector<bool> &literal, size_t line_start,
+                    Scan *scan) {
+  for (size_t at = 0; at < line.size();) {
+    if (literal[line_start + at] || !ident_char(line[at]) || (at > 0 && ident_char(line[at - 1]))) {
+      ++at;
+      continue;
+    }
+    size_t end = at;
+    while (end < line.size() && ident_char(line[end])) ++end;
+    const std::string word(line.substr(at, end - at));
+    at = end;
+    size_t r = end;
+    skip_space(line, &r);
+    if (r >= line.size() || line[r] != '(') continue;
+    ++r;
+    skip_space(line, &r);
+    bool angle = false;
+    std::string name;
+    const bool literal_operand = header_name(line, &r, &angle, &name);
+    if (!scan->wrappers.count(word)) {
+      if (!literal_operand && word != "defined") scan->macro_call(word);
+      continue;
+    }
+    if (literal_operand)
+      scan->has_include(DirectiveKind::has_include, angle, std::move(name));
+    else
+      scan->computed(line);
+  }
+  // Header names handed to a macro defined elsewhere that wraps __has_include (CCCL's
+  // _CCCL_HAS_INCLUDE(<x>)): every path-like literal of the condition is probed.
+  for (size_t at = 0; at < line.size(); ++at) {
+    if (line[at] != '<' && line[at] != '"') continue;
+    size_t r = at;
+    bool angle = false;
+    std::string name;
+    if (header_name(line, &r, &angle, &name) && path_like(name)) {
+      scan->has_include(DirectiveKind::has_include, angle, std::move(name));
+      at = r - 1;
+    }
+  }
+}
+
+// #define NAME(params) body: a body that calls __has_include (or a wrapper defined earlier)
+// makes NAME a wrapper; literal operands in the body are probes.
+void scan_define(std::string_view line, size_t p, const std::vector<bool> &literal,
+                 size_t line_start, Scan *scan) {
+  size_t q = p;
+  while (q < line.size() && ident_char(line[q])) ++q;
+  const std::string name(line.substr(p, q - p));
+  const bool function_like = q < line.size() && line[q] == '(';
+  for (const std::string &w : std::set<std::string>(scan->wrappers)) {
+    for (size_t at = q; (at = line.find(w, at)) != std::string_view::npos; at += w.size()) {
+      if (literal[line_start + at] || (at > 0 && ident_char(line[at - 1])) ||
+          (at + w.size() < line.size() && ident_char(line[at + w.size()])))
+        continue;
+      if (function_like) scan->wrapper(name);
+      size_t r = at + w.size();
+      skip_space(line, &r);
+      if (r >= line.size() || line[r] != '(') continue;
+      ++r;
+      skip_space(line, &r);
+      bool angle = false;
+      std::string header;
+      if (header_name(line, &r, &angle, &header))
+        scan->has_include(DirectiveKind::has_include, angle, std::move(header));
+      else if (!function_like)
+        scan->computed(line);  // an object-like macro over a computed operand
+    }
+  }
+}
+
+void parse_directive(std::string_view line, const std::vector<bool> &literal, size_t line_start,
+                     Scan *scan) {
+  size_t p = 0;
+  skip_space(line, &p);
+  if (p < line.size() && line[p] == '#') {
+    ++p;
+  } else if (line.substr(p, 2) == "%:") {  // the digraph
+    p += 2;
+  } else {
+    return;
+  }
+  skip_space(line, &p);
+  size_t q = p;
+  while (q < line.size() && ident_char(line[q])) ++q;
+  const std::string_view word = line.substr(p, q - p);
+  p = q;
+  skip_space(line, &p);
+  if (word == "include" || word == "include_next" || word == "import" || word == "embed") {
+    Directive d;
+    d.kind = word == "include_next" ? DirectiveKind::include_next
+             : word == "embed"      ? DirectiveKind::embed
+                                    : DirectiveKind::include;
+    if (header_name(line, &p, &d.angle, &d.name))
+      scan->out.names.push_back(std::move(d));
+    else
+      scan->computed("#" + std::string(word) + " " + std::string(line.substr(p)));
+  } else if (word == "if" || word == "elif" || word == "elifdef" || word == "elifndef") {
+    scan_condition(line, literal, line_start, scan);
+  } else if (word == "define") {
+    scan_define(line, p, literal, line_start, scan);
+  }
+}
+
+}  // namespace
+
+Directives find_directives(std::string_view text) {
+  std::vector<bool> literal;
+  const std::string clean = clean_source(without_trigraphs(text), &literal);
+  Scan scan;
+  for (size_t start = 0; start < clean.size();) {
+    size_t end = clean.find('\n', start);
+    if (end == std::string::npos) end = clean.size();
+    parse_directive(std::string_view(clean).substr(start, end - start), literal, start, &scan);
+    start = end + 1;
+  }
+  return std::move(scan.out);
+}
+
+}  // namespace progcache

@@ -1,0 +1,145 @@
+#include "core/source_facts.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+#include <unordered_set>
+
+namespace progcache {
+namespace {
+
+bool ident_start(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
+}
+bool ident_char(char c) {
+  return ident_start(c) || (c >= '0' && c <= '9');
+}
+
+// The time macros' pieces that token pasting could join into one (every substring of two or
+// more characters that is not only underscores). "_T" and "_D" are left out: CUB names template
+// parameters so, and a paste needs the rest of the name too ("IME__", "ATE__"), which is kept.
+const std::unordered_set<std::string> &time_pieces() {
+  static const std::unordered_set<std::string> pieces = [] {
+    std::unordered_set<std::string> p;
+    for (const std::string name : {"__DATE__", "__TIME__"})
+      for (size_t i = 0; i < name.size(); ++i)
+        for (size_t n = 2; i + n <= name.size(); ++n) {
+          const std::string s = name.substr(i, n);
+          if (s == name || s.find_first_not_of('_') == std::string::npos) continue;
+          if (s == "_T" || s == "_D") continue;
+          p.insert(s);
+        }
+    return p;
+  }();
+  return pieces;
+}
+
+// Phases one and two: trigraphs replaced (when asked) and line splices removed.
+std::string spliced(std::string_view text, bool trigraphs) {
+  std::string s;
+  s.reserve(text.size());
+  for (size_t i = 0; i < text.size(); ++i) {
+    char c = text[i];
+    if (trigraphs && c == '?' && i + 2 < text.size() && text[i + 1] == '?') {
+      static const char kFrom[] = "=/'()!<>-", kTo[] = "#\\^[]|{}~";
+      if (const char *at = std::strchr(kFrom, text[i + 2]); at && *at) {
+        c = kTo[at - kFrom];
+        i += 2;
+      }
+    }
+    if (c == '\\') {
+      size_t j = i + 1;
+      if (j < text.size() && text[j] == '\r') ++j;
+      if (j < text.size() && text[j] == '\n') {
+        i = j;
+        continue;
+      }
+    }
+    s += c;
+  }
+  return s;
+}
+
+void classify(std::string_view id, SourceFacts *f) {
+  if (id == "__DATE__" || id == "__TIME__" || id == "__TIMESTAMP__") f->time_macro = true;
+  if (id == "__FILE__" || id == "__BASE_FILE__" || id == "__FILE_NAME__" ||
+      id == "__builtin_FILE" || id == "__builtin_FILE_NAME" || id == "__builtin_source_location")
+    f->path_macro = true;
+  if (id.size() <= 8 && time_pieces().count(std::string(id))) f->time_piece = true;
+}
+
+// Skips a string or character literal starting at s[i] (the quote); returns the index after it.
+size_t skip_literal(const std::string &s, size_t i) {
+  const char quote = s[i];
+  for (++i; i < s.size() && s[i] != quote && s[i] != '\n'; ++i)
+    if (s[i] == '\\') ++i;
+  return i + 1;
+}
+
+// A raw string R"delim( ... )delim" whose R is at s[i]; returns the index after it, or i when
+// it is not one.
+size_t skip_raw_string(const std::string &s, size_t i) {
+  if (i + 1 >= s.size() || s[i + 1] != '"') return i;
+  const size_t open = s.find('(', i + 2);
+  if (open == std::string::npos || open - (i + 2) > 16) return i;
+  const std::string close = ")" + s.substr(i + 2, open - (i + 2)) + "\"";
+  const size_t end = s.find(close, open + 1);
+  return end == std::string::npos ? s.size() : end + close.size();
+}
+
+SourceFacts lex(const std::string &s) {
+  SourceFacts f;
+  for (size_t i = 0; i < s.size();) {
+    const char c = s[i];
+    if (c == '/' && i + 1 < s.size() && s[i + 1] == '/') {
+      const size_t nl = s.find('\n', i);
+      i = nl == std::string::npos ? s.size() : nl;
+    } else if (c == '/' && i + 1 < s.size() && s[i + 1] == '*') {
+      const size_t end = s.find("*/", i + 2);
+      i = end == std::string::npos ? s.size() : end + 2;
+    } else if (c == '"' || c == '\'') {
+      i = skip_literal(s, i);
+    } else if (c == '#' && i + 1 < s.size() && s[i + 1] == '#') {
+      f.paste = true;
+      i += 2;
+    } else if (c == '%' && s.compare(i, 4, "%:%:") == 0) {
+      f.paste = true;
+      i += 4;
+    } else if (c >= '0' && c <= '9') {  // a pp-number, which may hold letters and signs
+      for (++i; i < s.size(); ++i) {
+        const char p = s[i - 1];
+        if (!(ident_char(s[i]) || s[i] == '.' || s[i] == '\'' ||
+              ((s[i] == '+' || s[i] == '-') && (p == 'e' || p == 'E' || p == 'p' || p == 'P'))))
+          break;
+      }
+    } else if (ident_start(c)) {
+      size_t j = i;
+      while (j < s.size() && ident_char(s[j])) ++j;
+      const std::string_view id(s.data() + i, j - i);
+      // An encoding prefix (R, u8R, LR...) before a raw string, or before a plain literal.
+      if (j < s.size() && s[j] == '"' && id.back() == 'R' &&
+          (id == "R" || id == "u8R" || id == "uR" || id == "UR" || id == "LR")) {
+        const size_t after = skip_raw_string(s, j - 1);
+        if (after != j - 1) {
+          i = after;
+          continue;
+        }
+      }
+      classify(id, &f);
+      i = j;
+    } else {
+      ++i;
+    }
+  }
+  return f;
+}
+
+}  // namespace
+
+SourceFacts lexical_facts(std::string_view text) {
+  SourceFacts f = lex(spliced(text, false));
+  if (text.find("??") != std::string_view::npos) f |= lex(spliced(text, true));
+  return f;
+}
+
+}  // namespace progcache
