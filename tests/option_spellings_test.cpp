@@ -5,6 +5,7 @@
 // Run against the toolkit's NVRTC and, when $PCACHE_TEST_NVRTC12 names one, NVRTC 12.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 
@@ -123,8 +124,94 @@ void check_groups_against_nvrtc() {
   std::printf("%zu spellings in %zu canonical groups agree\n", compiles, groups);
 }
 
+// Repetitions and orders the key merges (core/key.cpp: normalized_order): every option list
+// below is compiled without a cache in a directory with a header on an -I path and a
+// pre-include, and the lists that share a canonical form must get the same status, log and bytes.
+void check_orders_against_nvrtc() {
+  TempDir d;
+  write_file(d / "inc/h.h", "#define H 5\n");
+  write_file(d / "pre.h", "#ifndef FOO\n#define FOO 3\n#endif\n#define PRE FOO\n");
+  const std::string inc = d / "inc";
+  const std::vector<std::vector<std::string>> lists = {
+      {"-lineinfo"},
+      {"-lineinfo", "-lineinfo"},
+      {"-G"},
+      {"-G", "-G"},
+      {"-use_fast_math"},
+      {"-use_fast_math", "-use_fast_math"},
+      {"-DA=1"},
+      {"-DA=1", "-DA=1"},
+      {"-DA=1", "-DB=2"},
+      {"-DB=2", "-DA=1"},
+      {"-DA=1", "-UB"},
+      {"-UB", "-DA=1"},
+      {"-arch=sm_80", "-lineinfo"},
+      {"-lineinfo", "-arch=sm_80"},
+      {"-std=c++17", "-DA"},
+      {"-DA", "-std=c++17"},
+      {"-std=c++17"},
+      {"-std=c++17", "--std=c++17"},
+      {"-I" + inc},
+      {"-I=" + inc},
+      {"-I" + inc + "/"},
+      {"-I", inc},
+      {"--include-path=" + inc + "//"},
+      {"-include", d / "pre.h"},
+      {"-include=" + d / "pre.h"},
+      {"--pre-include", d / "pre.h"},
+      {"-DFOO=9", "-include", d / "pre.h"},
+      {"-include", d / "pre.h", "-DFOO=9"},
+      {"-Xptxas", "-O3", "-lineinfo"},
+      {"-lineinfo", "-Xptxas", "-O3"},
+      {"-maxrregcount=32", "-std=c++17", "-DA"},
+      {"-DA", "-maxrregcount=32", "-std=c++17"},
+  };
+  const std::string source =
+      "#if __has_include(<h.h>)\n#include <h.h>\n#else\n#define H 0\n#endif\n"
+      "#ifndef PRE\n#define PRE 0\n#endif\n#ifndef A\n#define A 0\n#endif\n"
+      "__global__ void k(float *x) { x[0] = sqrtf(x[1]) / x[2] + H + PRE + A; }\n";
+  struct Seen {
+    std::vector<std::string> options;
+    pcache_status status;
+    std::string bytes, log;
+  };
+  std::map<std::vector<std::string>, std::vector<Seen>> by_canonical;
+  for (const std::vector<std::string> &extra : lists) {
+    std::vector<std::string> all = extra;
+    if (std::none_of(all.begin(), all.end(),
+                     [](const std::string &o) { return o.find("arch") != std::string::npos; }))
+      all.insert(all.begin(), "-arch=sm_90");
+    std::vector<const char *> opts;
+    for (const std::string &o : all) opts.push_back(o.c_str());
+    pcache_program p = make_program("order.cu", source, opts.data(), opts.size());
+    pcache_compiled *r = nullptr;
+    Seen seen{all, pcache_compile(nullptr, &p, &r), {}, {}};
+    size_t n = 0;
+    if (const void *data = pcache_compiled_data(r, &n))
+      seen.bytes.assign(static_cast<const char *>(data), n);
+    if (r) seen.log = pcache_compiled_log(r);
+    pcache_compiled_free(r);
+    const std::vector<std::string_view> views(all.begin(), all.end());
+    by_canonical[progcache::canonical_options(views)].push_back(std::move(seen));
+  }
+  size_t merged = 0;
+  for (const auto &[canon, members] : by_canonical) {
+    merged += members.size() - 1;
+    for (const Seen &m : members) {
+      const std::string both = m.options.back() + " and " + members[0].options.back();
+      EXPECT_EQ(m.status, members[0].status) << both << " share a key, NVRTC answers differently";
+      EXPECT_TRUE(m.bytes == members[0].bytes) << both << " share a key, compile differently";
+      EXPECT_EQ(m.log, members[0].log) << both << " share a key, log differently";
+    }
+  }
+  EXPECT_GE(merged, 15u) << "the lists above are meant to merge";
+  std::printf("%zu option lists in %zu canonical groups agree\n", lists.size(),
+              by_canonical.size());
+}
+
 TEST(OptionSpellings, MergedSpellingsCompileAlikeWithTheToolkitsNvrtc) {
   check_groups_against_nvrtc();
+  check_orders_against_nvrtc();
 }
 
 TEST(OptionSpellings, MergedSpellingsCompileAlikeWithNvrtc12) {
@@ -133,6 +220,7 @@ TEST(OptionSpellings, MergedSpellingsCompileAlikeWithNvrtc12) {
     GTEST_SKIP() << "PCACHE_TEST_NVRTC12 is not set (scripts/test sets it)";
   ScopedEnv use("PCACHE_NVRTC_LIBRARY", nvrtc12);
   check_groups_against_nvrtc();
+  check_orders_against_nvrtc();
 }
 
 }  // namespace

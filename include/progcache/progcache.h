@@ -435,8 +435,9 @@ typedef struct pcache_program {
   size_t num_headers;
   const char *const *name_expressions; /* e.g. "my_kernel<float>"; order does not matter */
   size_t num_name_expressions;
-  const void *extra_digest; /* caller fingerprint of inputs the key cannot see (a computed
-                               #include, PCH); headers on disk are keyed without it; may be NULL */
+  const void *extra_digest; /* a fingerprint of inputs the key cannot see, keyed as given (a
+                               computed #include for pcache_make_key; a compile observes
+                               NVRTC and needs none); may be NULL */
   size_t extra_digest_size;
   /* later versions append fields here, never reorder */
 } pcache_program;
@@ -454,18 +455,20 @@ PCACHE_API pcache_status pcache_program_init(pcache_program *program, uint32_t s
 
 /**
  * Derives the PCACHE_KEY_SIZE-byte cache key of program into key_out (a caller buffer of at
- * least PCACHE_KEY_SIZE bytes). The key is BLAKE2b (OpenSSL) over a tag-and-length encoding of
- * every field plus a key-schema version; under OpenSSL FIPS mode, which has no BLAKE2b, SHA-256
- * under a distinct schema tag. Spellings NVRTC treats alike give one key (docs/keys.md lists the
- * canonicalisations). The headers the source includes from disk (found as NVRTC finds them:
- * beside the program name, on -I paths, absolute paths) are read and their contents keyed, as
- * are the places NVRTC would look that hold nothing. program->nvrtc_version is keyed as given:
- * this key does not identify the NVRTC build, so it differs from pcache_compile()'s.
- * Refused with PCACHE_ERR_INVALID_ARG (message says which): precompiled-header options (--pch,
- * --use-pch, --pch-dir) unless extra_digest is given; options with side effects (--create-pch,
- * --time, --fdevice-time-trace) always; a program whose output cannot be keyed (__DATE__,
- * __TIME__, __TIMESTAMP__; a computed #include without extra_digest; an unreadable header); an
- * unknown code_type/target; NULL source.
+ * least PCACHE_KEY_SIZE bytes), without compiling: for callers that store and fetch results
+ * themselves with pcache_put()/pcache_get(). The key is BLAKE2b (OpenSSL) over a tag-and-length
+ * encoding of every field plus a key-schema version; under OpenSSL FIPS mode, which has no
+ * BLAKE2b, SHA-256 under a distinct schema tag. Spellings and orders of options NVRTC treats
+ * alike give one key (docs/keys.md lists the canonicalisations). The headers the source would
+ * include from disk are predicted by an include scan (beside the program name, on -I paths,
+ * absolute paths, whatever #if says) and their contents keyed, as are the places NVRTC would
+ * look that hold nothing. program->nvrtc_version is keyed as given: this key does not identify
+ * the NVRTC build, so it differs from pcache_compile()'s (which keys what NVRTC was seen to read).
+ * Refused with PCACHE_ERR_INVALID_ARG (message says which): a program the scan cannot key
+ * (__DATE__ or __TIME__; a computed #include or a __has_include operand built by macros, without
+ * extra_digest; an unreadable header); options with effects beyond the output (--create-pch,
+ * --time, --fdevice-time-trace, --gpu-architecture=native); an unknown code_type/target; NULL
+ * source; an option missing its value.
  * Thread safety: safe from any thread; reads the included headers from disk.
  * Returns PCACHE_OK, PCACHE_ERR_INVALID_ARG, PCACHE_ERR_NO_MEMORY, PCACHE_ERR_INTERNAL.
  */
@@ -477,38 +480,42 @@ PCACHE_API pcache_status pcache_make_key(const pcache_program *program, uint8_t 
 typedef struct pcache_compiled pcache_compiled;
 
 /**
- * Compiles program with NVRTC through cache: derives the key, returns the stored binary on a hit
- * without loading NVRTC, otherwise compiles, stores the binary with its metadata (lowered names,
- * log, compile time), and returns it. When several threads or processes, or machines sharing a
- * Redis tier, miss the same key at once, one compiles and the others wait for its result
- * (bounded; past the bound they compile themselves); threads wait only for a compile on the
- * same handle.
- * A hit is always what a compile without the cache would return now (docs/keys.md): the key
- * covers the exact NVRTC build (the GNU build-ids of libnvrtc and its builtins library, read from
- * the files; program->nvrtc_version is ignored), the headers NVRTC would read from disk and the
- * places it would look that are empty, and the working directory when -G/-lineinfo embed it.
+ * Compiles program with NVRTC through cache: returns the stored result on a hit without loading
+ * NVRTC, otherwise compiles, stores the result with its metadata (lowered names, log, compile
+ * time) and returns it. When several threads or processes, or machines sharing a Redis tier,
+ * miss the same program at once, one compiles and the others wait for its result (bounded;
+ * past the bound they compile themselves); threads wait only for a compile on the same handle.
+ * A hit is always what a compile without the cache would return now, status and log included
+ * (docs/keys.md): the key covers the program, the exact NVRTC build (the GNU build-ids of
+ * libnvrtc and its builtins library, read from the files; program->nvrtc_version is ignored),
+ * the variables of the environment NVRTC reads, and what NVRTC was seen to read when it compiled
+ * the program: every header it opened (by content), every place it looked that held nothing,
+ * which paths were one file, and the program name and working directory where the output holds
+ * them. A compile is found again only while all of that still holds.
  * NVRTC is found without loading it ($PCACHE_NVRTC_LIBRARY, else the newest libnvrtc.so.N in
  * the CUDA and system library directories).
+ * A compile NVRTC refuses the same way every time (a compilation error, an unknown option, a
+ * name expression it cannot lower, a PTX target with -dlto, which makes no PTX) is stored too,
+ * and answered warm as cold: PCACHE_ERR_COMPILE with the same log.
  * Uncacheable programs are compiled and returned but never stored, with a warning in
- * pcache_last_error() and pcache_stats.uncacheable counting them: __DATE__/__TIME__/__TIMESTAMP__
- * in the source or a header, a computed #include without extra_digest, a header that changed
- * during the compile. A compile that produces no output (a PTX target with -dlto) is
- * PCACHE_ERR_COMPILE.
+ * pcache_last_error() and pcache_stats.uncacheable counting them: __DATE__/__TIME__ reachable
+ * from the source, an option or a header; a file NVRTC wrote (--create-pch, --time); a header
+ * that changed during the compile; an NVRTC progcache cannot observe.
  *
  * cache may be NULL to compile without caching; $PCACHE_DISABLE=1 has the same effect.
  * Only CUDA C++ input is compiled (PCACHE_CODE_CXX); PTX and NVVM IR input give
  * PCACHE_ERR_UNSUPPORTED. PCACHE_TARGET_LTOIR adds -dlto when the options lack it.
  * On success *out receives a new result (pcache_compiled_from_cache tells hit or miss).
  * On PCACHE_ERR_COMPILE *out also receives a result, whose pcache_compiled_log() holds NVRTC's
- * full log (also in pcache_last_error()) and whose data is empty; nothing is stored.
+ * full log (also in pcache_last_error()) and whose data is empty.
  * On any other error *out is NULL.
  * Ownership: *out belongs to the caller; release it with pcache_compiled_free().
  * Thread safety: safe to call concurrently, on one cache or several.
- * Returns PCACHE_OK; PCACHE_ERR_COMPILE; PCACHE_ERR_INVALID_ARG (refused options as in
- * pcache_make_key, NULL out, a closed handle);
- * PCACHE_ERR_UNSUPPORTED; PCACHE_ERR_CUDA_UNAVAILABLE (no loadable NVRTC; the message lists the
- * paths tried); PCACHE_ERR_NO_MEMORY; PCACHE_ERR_IO/BUSY from the cache on a lookup (a failed
- * store after a successful compile is only a warning in pcache_last_error()); PCACHE_ERR_INTERNAL.
+ * Returns PCACHE_OK; PCACHE_ERR_COMPILE; PCACHE_ERR_INVALID_ARG (an option missing its value,
+ * NULL out, a closed handle); PCACHE_ERR_UNSUPPORTED; PCACHE_ERR_CUDA_UNAVAILABLE (no loadable
+ * NVRTC; the message lists the paths tried); PCACHE_ERR_NO_MEMORY; PCACHE_ERR_IO/BUSY from the
+ * cache on a lookup (a failed store after a compile is only a warning in pcache_last_error());
+ * PCACHE_ERR_INTERNAL.
  */
 PCACHE_API pcache_status pcache_compile(pcache *cache, const pcache_program *program,
                                         pcache_compiled **out);

@@ -157,7 +157,8 @@ struct Scan {
     if (out.computed.empty()) out.computed = std::string(line);
   }
   void has_include(DirectiveKind kind, bool angle, std::string name) {
-    out.names.push_back({kind, angle, std::move(name)});
+    if (probed.insert(std::string(angle ? "<" : "\"") + name).second)
+      out.names.push_back({kind, angle, std::move(name)});
   }
   void macro_call(const std::string &name) {
     if (calls.insert(name).second) out.macro_calls.push_back(name);
@@ -166,6 +167,7 @@ struct Scan {
     if (wrappers.insert(name).second) out.wrappers.push_back(name);
   }
   std::set<std::string> calls;
+  std::set<std::string> probed;  // __has_include names already listed
 };
 
 // Calls of __has_include or of a macro that wraps it, in an #if/#elif line: a literal operand
