@@ -583,3 +583,28 @@ TEST(Redis, ZeroingTheSharedCountersKeepsTheEntries) {
   EXPECT_EQ(again->persistent_counters().hits, 0);
   EXPECT_EQ(again->count(), 1u);
 }
+
+// Every shared counter survives a round trip through every store that keeps them: the stores
+// serialise PersistentCounters::kFields, so a counter added there and forgotten by a store fails
+// here (the file-stream store once wrote 0 for tier_timeouts).
+TEST(SharedCounterStores, EveryCounterSurvivesARoundTripInEveryStore) {
+  TempDir d;
+  for (const std::string &uri : {"sqlite:" + (d / "c.db"), "filestream:" + (d / "fs"),
+                                 shared_redis().uri(redis_prefix(d))}) {
+    progcache::PersistentCounters delta;
+    int64_t v = 1;
+    for (const auto &field : progcache::PersistentCounters::kFields)
+      delta.*field.value = v++ * 1000;
+    {
+      auto cache = progcache::Cache::open(uri, {});
+      progcache::SharedCounters *store = cache->backend().shared_counters();
+      ASSERT_NE(store, nullptr) << uri;
+      store->add_counters(delta);
+      store->add_counters(delta);
+    }
+    auto again = progcache::Cache::open(uri, {});
+    const progcache::PersistentCounters back = again->backend().shared_counters()->counters();
+    for (const auto &field : progcache::PersistentCounters::kFields)
+      EXPECT_EQ(back.*field.value, 2 * (delta.*field.value)) << uri << ": " << field.name;
+  }
+}

@@ -96,44 +96,46 @@ TEST_F(SharedStats, DamageAndUncacheableCompilesAreSharedAcrossHandles) {
 // A tiered stack whose remote tier is down records the failures in the tier that answered, and
 // tells the ones where the remote tier did not answer in time from the others.
 TEST_F(SharedStats, TierErrorsAreRecordedInTheTiersThatAnswer) {
-  const std::string local = "sqlite:" + dir_ + "/local.db";
-  {
-    // A port nothing listens on: every call on the Redis tier fails at once (refused).
-    Handle stack("tiered:" + local + "|redis://127.0.0.1:1/0?timeout_ms=200&backoff_ms=0");
-    ASSERT_NE(stack.get(), nullptr);
-    std::string got;
-    EXPECT_EQ(stack.get("a", &got), PCACHE_NOT_FOUND);
-    ASSERT_EQ(stack.put("a", "v"), PCACHE_OK) << "the local tier takes it";
-    EXPECT_GE(stack.stats().tier_errors, 2u);
-    pcache_shared_stats s{};
-    s.struct_size = sizeof s;
-    EXPECT_EQ(pcache_get_shared_stats(stack, &s), PCACHE_ERR_UNSUPPORTED);
-  }
-  {
+  // Each store that keeps shared counters (the file-stream store once dropped tier_timeouts).
+  for (const std::string &local : {"sqlite:" + dir_ + "/local.db", "filestream:" + dir_ + "/fs"}) {
+    {
+      // A port nothing listens on: every call on the Redis tier fails at once (refused).
+      Handle stack("tiered:" + local + "|redis://127.0.0.1:1/0?timeout_ms=200&backoff_ms=0");
+      ASSERT_NE(stack.get(), nullptr);
+      std::string got;
+      EXPECT_EQ(stack.get("a", &got), PCACHE_NOT_FOUND);
+      ASSERT_EQ(stack.put("a", "v"), PCACHE_OK) << "the local tier takes it";
+      EXPECT_GE(stack.stats().tier_errors, 2u);
+      pcache_shared_stats s{};
+      s.struct_size = sizeof s;
+      EXPECT_EQ(pcache_get_shared_stats(stack, &s), PCACHE_ERR_UNSUPPORTED);
+    }
+    {
+      Handle tier(local);
+      EXPECT_GE(shared(tier).tier_errors, 2) << local;
+      EXPECT_EQ(shared(tier).tier_timeouts, 0) << local << ": a refused connection is no timeout";
+    }
+    // A server that accepts connections and never answers: every call times out.
+    const int silent = ::socket(AF_INET, SOCK_STREAM, 0);
+    ASSERT_GE(silent, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof addr;
+    ASSERT_EQ(::bind(silent, reinterpret_cast<sockaddr *>(&addr), sizeof addr), 0);
+    ASSERT_EQ(::listen(silent, 16), 0);
+    ASSERT_EQ(::getsockname(silent, reinterpret_cast<sockaddr *>(&addr), &len), 0);
+    {
+      Handle stack("tiered:" + local + "|redis://127.0.0.1:" +
+                   std::to_string(ntohs(addr.sin_port)) + "/0?timeout_ms=100&backoff_ms=0");
+      std::string got;
+      EXPECT_EQ(stack.get("b", &got), PCACHE_NOT_FOUND);
+    }
+    ::close(silent);
     Handle tier(local);
-    EXPECT_GE(shared(tier).tier_errors, 2);
-    EXPECT_EQ(shared(tier).tier_timeouts, 0) << "a refused connection is no timeout";
+    EXPECT_GE(shared(tier).tier_timeouts, 1) << local;
+    EXPECT_GE(shared(tier).tier_errors, 3) << local;
   }
-  // A server that accepts connections and never answers: every call times out.
-  const int silent = ::socket(AF_INET, SOCK_STREAM, 0);
-  ASSERT_GE(silent, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof addr;
-  ASSERT_EQ(::bind(silent, reinterpret_cast<sockaddr *>(&addr), sizeof addr), 0);
-  ASSERT_EQ(::listen(silent, 16), 0);
-  ASSERT_EQ(::getsockname(silent, reinterpret_cast<sockaddr *>(&addr), &len), 0);
-  {
-    Handle stack("tiered:" + local + "|redis://127.0.0.1:" + std::to_string(ntohs(addr.sin_port)) +
-                 "/0?timeout_ms=100&backoff_ms=0");
-    std::string got;
-    EXPECT_EQ(stack.get("b", &got), PCACHE_NOT_FOUND);
-  }
-  ::close(silent);
-  Handle tier(local);
-  EXPECT_GE(shared(tier).tier_timeouts, 1);
-  EXPECT_GE(shared(tier).tier_errors, 3);
 }
 
 // The counters added in 0.4 live in their own checksummed block after the ones 0.3 wrote: a

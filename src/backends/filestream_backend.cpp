@@ -13,6 +13,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <iterator>
 #include <random>
 
 #include "format/entry.hpp"
@@ -40,19 +41,21 @@ constexpr uint64_t kStatsExtMagic = 0x3354415453534650ull;  // "PFSSTAT3"
 constexpr int kStatsExtWords = 6;
 constexpr int kStatsFileWords = kStatsWords + 1 + kStatsExtWords;
 
-// The shared counters as the stats file holds them (base block words 3-6, extension 10-12).
+// The shared counters' words in the stats file, in PersistentCounters::kFields order: the first
+// four in the base block (words 3-6), those added in 0.4 in the extension (words 10-13). A
+// counter added to kFields needs a word here: the static_assert says so.
+constexpr size_t kBaseCounters = 4;
+static_assert(std::size(PersistentCounters::kFields) == kBaseCounters + kStatsExtWords - 2,
+              "every shared counter has a word in the stats file");
+constexpr size_t counter_word(size_t field) {
+  return field < kBaseCounters ? 3 + field : kStatsWords + 2 + (field - kBaseCounters);
+}
+
 PersistentCounters counters_from(const uint64_t *buf, bool ext_valid) {
   PersistentCounters c;
-  c.hits = int64_t(buf[3]);
-  c.misses = int64_t(buf[4]);
-  c.evictions = int64_t(buf[5]);
-  c.compile_us_saved = int64_t(buf[6]);
-  if (ext_valid) {
-    c.corrupt = int64_t(buf[kStatsWords + 2]);
-    c.uncacheable = int64_t(buf[kStatsWords + 3]);
-    c.tier_errors = int64_t(buf[kStatsWords + 4]);
-    c.tier_timeouts = int64_t(buf[kStatsWords + 5]);
-  }
+  for (size_t i = 0; i < std::size(PersistentCounters::kFields); ++i)
+    if (i < kBaseCounters || ext_valid)
+      c.*PersistentCounters::kFields[i].value = int64_t(buf[counter_word(i)]);
   return c;
 }
 // Below this many entries eviction looks at every entry (exact mtime LRU); above it, at one
@@ -538,20 +541,14 @@ void FileStreamBackend::account_removal(Totals &t, const std::optional<int64_t> 
 
 void FileStreamBackend::write_totals_locked(Totals t) {
   if (t.recount) t = recount_keeping_counters_locked(t);
-  uint64_t buf[kStatsFileWords] = {kStatsMagic,
-                                   uint64_t(std::max<int64_t>(t.count, 0)),
-                                   uint64_t(std::max<int64_t>(t.size, 0)),
-                                   uint64_t(t.counters.hits),
-                                   uint64_t(t.counters.misses),
-                                   uint64_t(t.counters.evictions),
-                                   uint64_t(t.counters.compile_us_saved),
-                                   0,
-                                   0,  // no update in progress
-                                   kStatsExtMagic,
-                                   uint64_t(t.counters.corrupt),
-                                   uint64_t(t.counters.uncacheable),
-                                   uint64_t(t.counters.tier_errors),
-                                   0};
+  uint64_t buf[kStatsFileWords] = {};
+  buf[0] = kStatsMagic;
+  buf[1] = uint64_t(std::max<int64_t>(t.count, 0));
+  buf[2] = uint64_t(std::max<int64_t>(t.size, 0));
+  buf[kStatsWords] = 0;  // no update in progress
+  buf[kStatsWords + 1] = kStatsExtMagic;
+  for (size_t i = 0; i < std::size(PersistentCounters::kFields); ++i)
+    buf[counter_word(i)] = uint64_t(t.counters.*PersistentCounters::kFields[i].value);
   buf[kStatsWords - 1] = XXH3_64bits(buf, 8 * (kStatsWords - 1));
   buf[kStatsFileWords - 1] = XXH3_64bits(buf + kStatsWords + 1, 8 * (kStatsExtWords - 1));
   ssize_t n;
