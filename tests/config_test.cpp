@@ -3,6 +3,7 @@
 #define PCACHE_ADMIN_UNSTABLE 1
 #include <gtest/gtest.h>
 #include <progcache/progcache_admin.h>
+#include <sqlite3.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -246,7 +247,8 @@ TEST_F(Config, AStoredCapIsSignedWithTheCachesSecret) {
   }
   ScopedEnv env("PCACHE_SECRET_FILE", secret);
   pcache *c = open_configured(uri.c_str());
-  EXPECT_EQ(info(c).max_size_bytes, 0u) << "an unsigned cap was applied";
+  // Neither the neighbour's 1K nor none: a cap that cannot be verified is the default one.
+  EXPECT_EQ(info(c).max_size_bytes, uint64_t(5) << 30) << "an unsigned cap was applied";
   ASSERT_EQ(pcache_admin_config_set(c, "max_size", "4K"), PCACHE_OK);
   ASSERT_EQ(pcache_close(c), PCACHE_OK);
   c = open_configured(uri.c_str());
@@ -328,4 +330,109 @@ TEST_F(Config, ASharedCacheIsWritableByASecondUserOfTheGroup) {
   EXPECT_EQ(pcache_open(("sqlite:" + dir_ + "/bad/c.db").c_str(), nullptr, &h),
             PCACHE_ERR_INVALID_ARG);
   EXPECT_NE(std::strstr(pcache_last_error(), "umask"), nullptr) << pcache_last_error();
+}
+
+// A config file is read whole whatever its lines' lengths, with inline comments as git reads them
+// and double quotes to keep such characters (a 300-byte path was cut at 200 bytes, and a
+// "# comment" after a value became part of it, failing every open on the machine).
+TEST_F(Config, LongLinesInlineCommentsAndQuotedValues) {
+  const std::string long_dir = dir_ + "/" + std::string(150, 'd') + "/" + std::string(150, 'e');
+  std::filesystem::create_directories(long_dir);
+  write_config("cache_uri = sqlite:" + long_dir + "/c.db   # the team's cache\n" +
+               "max_size = 64K ; a comment too\n" + "umask = \"007\"  # quoted\n");
+  pcache *c = open_configured(nullptr);
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(std::string(pcache_last_error()), "");
+  const auto s = settings(c);
+  EXPECT_EQ(s.at("cache_uri").first, "sqlite:" + long_dir + "/c.db");
+  EXPECT_EQ(s.at("max_size").first, "65536");
+  EXPECT_EQ(s.at("umask").first, "007");
+  EXPECT_EQ(info(c).max_size_bytes, 65536u);
+  ASSERT_EQ(pcache_close(c), PCACHE_OK);
+  // A line that is not key = value is named with its line number; the others still count.
+  write_config("max_size = 32K\nthis is not a setting\nsecret_file = \"unterminated\n");
+  c = open_configured(("sqlite:" + dir_ + "/l.db").c_str());
+  const std::string warning = pcache_last_error();
+  EXPECT_NE(warning.find("progcache.conf:2"), std::string::npos) << warning;
+  EXPECT_EQ(info(c).max_size_bytes, 32768u);
+  ASSERT_EQ(pcache_close(c), PCACHE_OK);
+}
+
+// A config path that is a FIFO or a link to a device is never read, so it never hangs an open.
+TEST_F(Config, AConfigFileThatIsNotARegularFileIsIgnored) {
+  const std::string path = dir_ + "/xdg/progcache/progcache.conf";
+  for (int kind = 0; kind < 2; ++kind) {
+    std::filesystem::remove(path);
+    if (kind == 0)
+      ASSERT_EQ(::mkfifo(path.c_str(), 0600), 0);
+    else
+      std::filesystem::create_symlink("/dev/zero", path);
+    const pid_t child = ::fork();
+    if (child == 0) {
+      ::alarm(10);  // a hang ends the child by SIGALRM
+      pcache *c = nullptr;
+      const pcache_status st = pcache_open(("sqlite:" + dir_ + "/f.db").c_str(), nullptr, &c);
+      const bool warned =
+          std::string(pcache_last_error()).find("not a regular file") != std::string::npos;
+      pcache_close(c);
+      ::_exit(st == PCACHE_OK && warned ? 0 : 1);
+    }
+    int status = 0;
+    ASSERT_EQ(::waitpid(child, &status, 0), child);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0)
+        << (kind == 0 ? "a FIFO" : "a link to /dev/zero") << ": status " << status;
+  }
+}
+
+// A cap larger than any store is refused when set, and a stored one that cannot be read back is
+// reported, never ignored quietly (1000T was stored, then read as no cap at all).
+TEST_F(Config, LargeCapsAreStoredAndOutOfRangeOnesRefused) {
+  Handle h("sqlite:" + dir_ + "/big.db");
+  ASSERT_EQ(pcache_admin_config_set(h, "max_size", "1000T"), PCACHE_OK) << pcache_last_error();
+  Handle again("sqlite:" + dir_ + "/big.db");
+  EXPECT_EQ(info(again).configured_max_size, uint64_t(1000) << 40);
+  EXPECT_EQ(pcache_admin_config_set(h, "max_size", "2000000T"), PCACHE_ERR_INVALID_ARG);
+  EXPECT_NE(std::string(pcache_last_error()).find("larger than 1 EiB"), std::string::npos);
+  uint64_t bytes = 0;
+  EXPECT_EQ(pcache_admin_parse_size("99999999999999999999", &bytes), PCACHE_ERR_INVALID_ARG);
+  EXPECT_EQ(pcache_admin_parse_size("1152921504606846976", &bytes), PCACHE_OK);  // 1 EiB
+}
+
+// A stored cap damaged or forged over is not believed, and the cache does not become unbounded:
+// the default cap applies, with a warning.
+TEST_F(Config, AStoredCapThatCannotBeVerifiedFallsBackToTheDefaultNeverToNone) {
+  const std::string db = dir_ + "/g.db";
+  {
+    Handle h("sqlite:" + db);
+    ASSERT_EQ(pcache_admin_config_set(h, "max_size", "1K"), PCACHE_OK);
+  }
+  sqlite3 *raw = nullptr;
+  ASSERT_EQ(sqlite3_open(db.c_str(), &raw), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(raw, "UPDATE memo SET record = randomblob(length(record))", nullptr,
+                         nullptr, nullptr),
+            SQLITE_OK);
+  sqlite3_close(raw);
+  pcache *c = open_configured(("sqlite:" + db).c_str());
+  EXPECT_EQ(info(c).max_size_bytes, uint64_t(5) << 30);
+  EXPECT_NE(std::string(info(c).max_size_source).find("cannot be verified"), std::string::npos);
+  ASSERT_EQ(pcache_close(c), PCACHE_OK);
+}
+
+// A bundle is never written over, or read from, a file the cache owns: its database, WAL, lock
+// directory (a file there made every compile skip the cross-process lock) or what is in it.
+TEST_F(Config, ExportAndImportRefuseTheCachesOwnFiles) {
+  const std::string db = dir_ + "/x.db";
+  Handle h("sqlite:" + db);
+  ASSERT_EQ(h.put("k", "v"), PCACHE_OK);
+  for (const std::string &path : {db, db + "-wal", db + ".locks", db + ".locks/stripe-1"}) {
+    EXPECT_EQ(pcache_admin_export(h, path.c_str(), nullptr, nullptr, nullptr),
+              PCACHE_ERR_INVALID_ARG)
+        << path;
+    EXPECT_EQ(pcache_admin_import(h, path.c_str(), nullptr, nullptr, nullptr, nullptr),
+              PCACHE_ERR_INVALID_ARG)
+        << path;
+  }
+  EXPECT_FALSE(std::filesystem::is_regular_file(db + ".locks"));
+  EXPECT_EQ(pcache_admin_export(h, (dir_ + "/ok.pcb").c_str(), nullptr, nullptr, nullptr),
+            PCACHE_OK);
 }

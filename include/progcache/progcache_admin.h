@@ -279,7 +279,9 @@ typedef void (*pcache_reject_fn)(const char *reason, void *context);
  * cache's secret) to the bundle file at path ("-" = standard output), through a temporary file
  * renamed into place, so a failed export leaves no partial bundle. progress may be NULL.
  * *result (may be NULL) receives what was written.
- * Returns PCACHE_OK; PCACHE_ERR_INVALID_ARG; PCACHE_ERR_IO (cannot write path);
+ * Returns PCACHE_OK; PCACHE_ERR_INVALID_ARG (path is a file the cache owns or will own: its
+ * database, WAL, lock directory or anything in it, anything in a file-stream directory);
+ * PCACHE_ERR_IO (cannot write path);
  * PCACHE_ERR_BUSY, PCACHE_ERR_REMOTE (cannot read the cache).
  * Thread safety: safe concurrently with any operation on the handle.
  */
@@ -292,8 +294,8 @@ PCACHE_API pcache_status pcache_admin_export(pcache *cache, const char *path,
  * cache has a secret. Good records are stored; bad ones are skipped, counted in result->rejected
  * and described through reject (may be NULL). *result (may be NULL) receives what was stored.
  * Returns PCACHE_OK (rejected records included: check result->rejected); PCACHE_ERR_CORRUPT (not
- * a bundle, or it ends early: what came before is stored); PCACHE_ERR_IO; PCACHE_ERR_INVALID_ARG;
- * any status of pcache_put().
+ * a bundle, or it ends early: what came before is stored); PCACHE_ERR_IO; PCACHE_ERR_INVALID_ARG
+ * (path is a file the cache owns, as for pcache_admin_export); any status of pcache_put().
  * Thread safety: safe concurrently with any operation on the handle.
  */
 PCACHE_API pcache_status pcache_admin_import(pcache *cache, const char *path,

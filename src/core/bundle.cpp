@@ -19,6 +19,7 @@
 #include "util/endian.hpp"
 #include "util/error.hpp"
 #include "util/fsutil.hpp"
+#include "util/paths.hpp"
 #include "util/uri.hpp"
 
 namespace progcache {
@@ -77,9 +78,24 @@ bool read_exact(FILE *f, void *data, size_t n, const std::string &path) {
 
 namespace {
 
-// True when writing path would replace a file of the cache being exported (its database, WAL,
-// shared memory, or anything inside a file-stream directory): the rename would destroy the
-// cache it reads.
+// path made absolute (from the working directory), its parent directory resolved: what a
+// write to it would replace, whether or not it exists yet.
+std::string resolved(const std::string &path) {
+  char parent[PATH_MAX];
+  if (!::realpath(parent_dir(path).c_str(), parent)) return path;
+  return join_path(parent, base_name(path));
+}
+
+bool inside(const std::string &path, const std::string &dir) {
+  char real[PATH_MAX];
+  const std::string d = ::realpath(dir.c_str(), real) ? std::string(real) : resolved(dir);
+  return path == d || path.rfind(d + "/", 0) == 0;
+}
+
+// True when path is a file the cache at uri_text owns or will own: its database, WAL, shared
+// memory, journal, lock directory and what is in it, or anything inside a file-stream
+// directory. Writing a bundle there would destroy the cache or its single flight (a file named
+// DB.locks where the lock directory goes makes every compile skip the cross-process lock).
 bool is_part_of(const std::string &uri_text, const std::string &path) {
   const Uri uri = parse_uri(uri_text.empty() ? default_uri() : uri_text);
   if (uri.scheme == "tiered") {
@@ -90,24 +106,14 @@ bool is_part_of(const std::string &uri_text, const std::string &path) {
     }
     return false;
   }
-  struct stat target;
-  const bool exists = ::stat(path.c_str(), &target) == 0;
-  auto same_file = [&](const std::string &other) {
-    struct stat st;
-    return exists && ::stat(other.c_str(), &st) == 0 && st.st_dev == target.st_dev &&
-           st.st_ino == target.st_ino;
-  };
+  const std::string target = resolved(path);
   if (uri.scheme == "sqlite") {
+    const std::string db = resolved(uri.path);
     for (const char *suffix : {"", "-wal", "-shm", "-journal"})
-      if (same_file(uri.path + suffix)) return true;
-    return false;
+      if (target == db + suffix) return true;
+    return inside(target, db + ".locks");
   }
-  if (uri.scheme != "filestream") return false;
-  char dir[PATH_MAX], parent[PATH_MAX];
-  if (!::realpath(uri.path.c_str(), dir) || !::realpath(parent_dir(path).c_str(), parent))
-    return false;
-  const std::string d = std::string(dir) + "/", p = std::string(parent) + "/";
-  return p.compare(0, d.size(), d) == 0;
+  return uri.scheme == "filestream" && inside(target, uri.path);
 }
 
 }  // namespace
@@ -281,6 +287,9 @@ BundleProgress import_bundle(Cache &cache, const std::string &path,
                              const std::function<void(const BundleProgress &)> &progress,
                              const std::function<void(const std::string &)> &reject) {
   const bool from_stdin = path == "-";
+  if (!from_stdin && is_part_of(cache.uri(), path))
+    throw Error(Status::invalid_arg,
+                "'" + path + "' is a file of the cache being imported into, not a bundle");
   File f(from_stdin ? stdin : std::fopen(path.c_str(), "rb"),
          from_stdin ? [](FILE *) { return 0; } : std::fclose);
   if (!f) throw_errno("cannot open " + path);

@@ -95,12 +95,24 @@ Cache::ConfiguredCap Cache::configured_cap() {
   if (setting.from_environment())
     return {setting.value.empty() ? 0 : parse_size("PCACHE_MAX_SIZE", setting.value),
             setting.source};
-  if (const std::optional<std::string> stored = load_memo(kCapMemo); stored && !stored->empty()) {
+  bool present = false;
+  const std::optional<std::string> stored = read_memo(kCapMemo, &present);
+  bool unverified = present && !stored;  // damaged, forged, or signed with another secret
+  if (stored && !stored->empty()) {
     try {
       return {parse_size("stored max_size", *stored), "the cache (progcache config)"};
     } catch (const Error &e) {
       set_thread_warning(std::string(e.what()) + "; ignored");
+      unverified = true;
     }
+  }
+  if (unverified && !(setting.set() && !setting.value.empty())) {
+    // A cap was stored but cannot be believed: never none. The default cache's default, which
+    // `progcache config max_size` sets again.
+    set_thread_warning("the cap stored in " + display_uri() +
+                       " cannot be verified; the default cap applies until `progcache config "
+                       "max_size` sets one again");
+    return {kDefaultCap, "the default (the stored cap cannot be verified)"};
   }
   if (setting.set() && !setting.value.empty())
     return {parse_size("max_size in " + setting.source, setting.value), setting.source};
@@ -421,9 +433,16 @@ CacheStats Cache::stats() const {
 }
 
 std::optional<std::string> Cache::load_memo(std::string_view name) {
+  bool present = false;
+  return read_memo(name, &present);
+}
+
+std::optional<std::string> Cache::read_memo(std::string_view name, bool *present) {
+  *present = false;
   try {
     const std::optional<std::string> record = backend_->get_meta(name);
     if (!record) return std::nullopt;
+    *present = true;
     std::string why;
     const auto parts = decode_entry(ByteView(*record), ByteView(name), true, &why, mac_.get());
     if (!parts || parts->compressed) return std::nullopt;

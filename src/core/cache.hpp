@@ -109,6 +109,9 @@ class Cache final : public MemoStore {
   // with the cache's secret when it has one, so a writer without the secret cannot plant one).
   std::optional<std::string> load_memo(std::string_view name) override;
   void save_memo(std::string_view name, std::string_view value) override;
+  // load_memo, and whether a record was there at all (*present is true for a record that fails
+  // verification: damaged, forged, or signed with another secret).
+  std::optional<std::string> read_memo(std::string_view name, bool *present);
   // A cached image the driver rejected was replaced by a fresh compile.
   void note_healed() { healed_.fetch_add(1, std::memory_order_relaxed); }
   // A successful compile was not stored (docs/keys.md: uncacheable programs).

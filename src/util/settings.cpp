@@ -1,7 +1,8 @@
 #include "util/settings.hpp"
 
-#include <ini.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
@@ -28,31 +29,97 @@ struct ParsedFile {
   std::vector<std::string> warnings;
 };
 
-int on_value(void *user, const char *section, const char *name, const char *value) {
-  auto *file = static_cast<std::pair<const std::string *, ParsedFile *> *>(user);
-  bool known = false;
-  for (const SettingSpec &s : setting_specs()) known |= name == std::string_view(s.key);
-  if (!known || (section && *section)) {
-    file->second->warnings.push_back(
-        "config file " + *file->first + ": unknown setting '" +
-        (section && *section ? std::string(section) + "." : std::string()) + name +
-        "' ignored (known: cache_uri, max_size, secret_file, allow_shared, umask)");
-    return 1;
-  }
-  file->second->values[name] = value;
-  return 1;
+constexpr off_t kMaxConfigBytes = 1 << 20;
+
+std::string trimmed(std::string_view s) {
+  const size_t b = s.find_first_not_of(" \t\r\f\v");
+  if (b == std::string_view::npos) return "";
+  const size_t e = s.find_last_not_of(" \t\r\f\v");
+  return std::string(s.substr(b, e - b + 1));
 }
 
+// A value as written after '=': an inline comment ('#' or ';' after white space, as git reads
+// them) is dropped; "double quotes" keep such characters (\" and \\ inside them). Returns
+// false for an unterminated quote.
+bool parse_value(std::string_view text, std::string *value) {
+  const std::string t = trimmed(text);
+  value->clear();
+  if (!t.empty() && t[0] == '"') {
+    size_t i = 1;
+    for (; i < t.size() && t[i] != '"'; ++i) {
+      if (t[i] == '\\' && i + 1 < t.size() && (t[i + 1] == '"' || t[i + 1] == '\\')) ++i;
+      *value += t[i];
+    }
+    if (i >= t.size()) return false;
+    const std::string rest = trimmed(std::string_view(t).substr(i + 1));
+    return rest.empty() || rest[0] == '#' || rest[0] == ';';
+  }
+  for (size_t i = 0; i < t.size(); ++i) {
+    if ((t[i] == '#' || t[i] == ';') && i > 0 && (t[i - 1] == ' ' || t[i - 1] == '\t')) break;
+    *value += t[i];
+  }
+  *value = trimmed(*value);
+  return true;
+}
+
+// One line of a config file into file (a setting, or a warning naming path:line).
+void parse_line(const std::string &path, size_t number, std::string_view line, std::string *section,
+                ParsedFile *file) {
+  const std::string where = "config file " + path + ":" + std::to_string(number);
+  const std::string t = trimmed(line);
+  if (t.empty() || t[0] == '#' || t[0] == ';') return;
+  if (t[0] == '[') {
+    *section = t.back() == ']' ? t.substr(1, t.size() - 2) : t;
+    return;
+  }
+  const size_t eq = t.find('=');
+  std::string value;
+  if (eq == std::string::npos || eq == 0 ||
+      !parse_value(std::string_view(t).substr(eq + 1), &value)) {
+    file->warnings.push_back(where + ": not 'key = value'; ignored");
+    return;
+  }
+  const std::string name = trimmed(std::string_view(t).substr(0, eq));
+  bool known = false;
+  for (const SettingSpec &spec : setting_specs()) known |= name == spec.key;
+  if (!known || !section->empty()) {
+    file->warnings.push_back(where + ": unknown setting '" +
+                             (section->empty() ? "" : *section + ".") + name +
+                             "' ignored (known: cache_uri, max_size, secret_file, allow_shared, "
+                             "umask)");
+    return;
+  }
+  file->values[name] = value;
+}
+
+// Reads a regular file of at most kMaxConfigBytes, whatever its lines' lengths: a FIFO, a device
+// (a symbolic link to /dev/zero) or a huge file is refused with a warning, never waited on.
 ParsedFile parse_file(const std::string &path) {
   ParsedFile parsed;
-  FILE *f = std::fopen(path.c_str(), "re");
-  if (!f) return parsed;
-  std::pair<const std::string *, ParsedFile *> user{&path, &parsed};
-  const int bad_line = ini_parse_file(f, on_value, &user);
-  std::fclose(f);
-  if (bad_line > 0)
-    parsed.warnings.push_back("config file " + path + ": line " + std::to_string(bad_line) +
-                              " is not 'key = value'; read up to it");
+  Fd fd(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC));
+  if (!fd) return parsed;
+  struct stat st;
+  if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) {
+    parsed.warnings.push_back("config file " + path + " is not a regular file; ignored");
+    return parsed;
+  }
+  if (st.st_size > kMaxConfigBytes) {
+    parsed.warnings.push_back("config file " + path + " is larger than 1 MiB; ignored");
+    return parsed;
+  }
+  std::string text(size_t(st.st_size), '\0');
+  if (!pread_all(fd.get(), text.data(), text.size(), 0)) {
+    parsed.warnings.push_back("config file " + path + " cannot be read; ignored");
+    return parsed;
+  }
+  std::string section;
+  size_t number = 0;
+  for (size_t at = 0; at < text.size();) {
+    const size_t nl = text.find('\n', at);
+    const size_t end = nl == std::string::npos ? text.size() : nl;
+    parse_line(path, ++number, std::string_view(text).substr(at, end - at), &section, &parsed);
+    at = end + 1;
+  }
   return parsed;
 }
 
@@ -82,7 +149,9 @@ ParsedFile read_config_file(const std::string &path) {
 // key from the file at path, if the file has it; the file's warnings raised again.
 Setting read_file_setting(const std::string &path, std::string_view key) {
   const ParsedFile file = read_config_file(path);
-  for (const std::string &w : file.warnings) set_thread_warning(w);
+  std::string warnings;
+  for (const std::string &w : file.warnings) warnings += (warnings.empty() ? "" : "; ") + w;
+  if (!warnings.empty()) set_thread_warning(warnings);
   auto it = file.values.find(key);
   return it == file.values.end() ? Setting{} : Setting{it->second, path};
 }

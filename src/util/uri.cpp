@@ -165,13 +165,15 @@ uint64_t parse_size(const std::string &what, const std::string &text) {
     }
     if (mult != 1) t.remove_suffix(1);
   }
-  if (t.empty() || t.size() > 15 || t.find_first_not_of("0123456789") != std::string_view::npos)
+  if (t.empty() || t.find_first_not_of("0123456789") != std::string_view::npos)
     throw Error(Status::invalid_arg,
                 what + " '" + text + "' is not a size (e.g. 500M, 4G, 1048576)");
-  const uint64_t n = std::stoull(std::string(t));
-  if (n > UINT64_MAX / mult)
-    throw Error(Status::invalid_arg, what + " '" + text + "' is too large");
-  return n * mult;
+  const size_t digits = t.find_first_not_of('0');
+  // Up to kMaxSize: a count of bytes that any store holds, with room to add to it.
+  if (digits != std::string_view::npos &&
+      (t.size() - digits > 19 || std::stoull(std::string(t.substr(digits))) > kMaxSize / mult))
+    throw Error(Status::invalid_arg, what + " '" + text + "' is larger than 1 EiB");
+  return digits == std::string_view::npos ? 0 : std::stoull(std::string(t.substr(digits))) * mult;
 }
 
 int64_t parse_duration_seconds(const std::string &what, const std::string &text) {

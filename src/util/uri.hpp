@@ -29,8 +29,10 @@ Uri parse_uri(std::string_view text);
 // sqlite:$HOME/.cache/progcache/cache.db.
 std::string default_uri();
 
-// "4G", "500M", "64K", "1T", "123" (binary units; a trailing "B"/"iB" is accepted).
-// Throws Error(invalid_arg) naming what.
+// The largest size parse_size accepts: 1 EiB.
+inline constexpr uint64_t kMaxSize = uint64_t(1) << 60;
+// "4G", "500M", "64K", "1T", "123" (binary units; a trailing "B"/"iB" is accepted), at most
+// kMaxSize. Throws Error(invalid_arg) naming what.
 uint64_t parse_size(const std::string &what, const std::string &text);
 // "30d", "12h", "15m", "45s" (a bare number is seconds). Throws Error(invalid_arg).
 int64_t parse_duration_seconds(const std::string &what, const std::string &text);
