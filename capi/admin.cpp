@@ -142,6 +142,19 @@ pcache_status pcache_admin_tier(pcache *cache, uint32_t tier, pcache **tier_out)
   });
 }
 
+pcache_status pcache_admin_check_storage(pcache *cache, int32_t repair, int32_t *damaged) {
+  return guarded(__func__, [&] {
+    if (!damaged) throw invalid("damaged is NULL");
+    *damaged = 0;
+    const std::string report = need_cache(cache).backend().check_storage(repair != 0);
+    if (!report.empty()) {
+      *damaged = 1;
+      progcache::set_thread_warning(report);
+    }
+    return PCACHE_OK;
+  });
+}
+
 pcache_status pcache_admin_zero_shared_stats(pcache *cache) {
   return guarded(__func__, [&] {
     need_counters(cache).zero_counters();

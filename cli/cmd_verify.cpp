@@ -8,6 +8,11 @@ namespace progcache::cli {
 
 int cmd_verify(Invocation &in) {
   const int64_t t0 = now_ns();
+  // The store's own structures first (a damaged index hides entries from lookups while every
+  // entry reads well), repaired before the entries are read.
+  int32_t storage_damaged = 0;
+  check(pcache_admin_check_storage(in.cache, 1, &storage_damaged));
+  if (storage_damaged) std::printf("storage: %s\n", library_message().c_str());
   const std::vector<ListedEntry> entries = list_entries(in.cache);
   Progress progress("verify", entries.size());
   size_t checked = 0, good = 0, damaged = 0;
@@ -28,7 +33,7 @@ int cmd_verify(Invocation &in) {
   progress.finish();
   std::printf("verified %zu entries in %.2f s: %zu good, %zu damaged and removed\n", checked,
               seconds_since(t0), good, damaged);
-  return damaged ? 1 : 0;
+  return damaged || storage_damaged ? 1 : 0;
 }
 
 }  // namespace progcache::cli

@@ -75,6 +75,22 @@ PCACHE_API pcache_status pcache_admin_info_get(pcache *cache, pcache_admin_info 
 PCACHE_API pcache_status pcache_admin_tier(pcache *cache, uint32_t tier, pcache **tier_out);
 
 /**
+ * Checks the storage's own structures, which reading every entry cannot see: SQLite's
+ * integrity_check (a damaged index makes lookups miss while every entry reads well) and whether the
+ * stored totals match the entries. With repair != 0 it mends what it found: indexes rebuilt
+ * (entries kept), totals recounted; damage that survives a rebuild resets the database, as any
+ * damage does. *damaged receives 1 when something was found, and pcache_last_error() then
+ * describes what was found and done; 0 when all is well. A tiered cache checks every tier;
+ * stores without such structures (memory, file-stream, Redis) report nothing.
+ * Returns PCACHE_OK; PCACHE_ERR_INVALID_ARG (NULL or closed handle, NULL damaged);
+ * PCACHE_ERR_IO, PCACHE_ERR_BUSY, PCACHE_ERR_REMOTE.
+ * Thread safety: safe concurrently with any operation on the handle.
+ * Since 0.5.
+ */
+PCACHE_API pcache_status pcache_admin_check_storage(pcache *cache, int32_t repair,
+                                                    int32_t *damaged);
+
+/**
  * Sets the shared counters (pcache_get_shared_stats()) to zero (ccache -z); entries and
  * pcache_get_stats() counts stay.
  * Returns PCACHE_OK; PCACHE_ERR_INVALID_ARG; PCACHE_ERR_UNSUPPORTED (a tiered handle: zero each

@@ -152,6 +152,15 @@ class Backend {
   // consecutive failure). 0 = a local store, never skipped.
   virtual uint64_t retry_backoff_ms() const { return 0; }
 
+  // Checks the store's own structures (what reading every entry cannot see: a SQLite index that
+  // makes lookups miss, totals that drifted from what is stored) and, with repair, mends them:
+  // rebuilt where that keeps the entries, else reset. Returns what was found and done, "" when
+  // all is well. Throws Error when the store cannot be read.
+  virtual std::string check_storage(bool repair) {
+    (void)repair;
+    return "";
+  }
+
   // Capabilities beside storage, or null when the store does not offer them.
   virtual SharedCounters *shared_counters() { return nullptr; }
   virtual LeaseStore *leases() { return nullptr; }

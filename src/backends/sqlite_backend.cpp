@@ -501,6 +501,26 @@ bool SqliteBackend::remove(ByteView key) {
   });
 }
 
+bool SqliteBackend::remove_damaged(ByteView key) {
+  std::lock_guard lock(mutex_);
+  return with_recovery([&] {
+    if (read_only_) throw Error(Status::permission, "cache database '" + path_ + "' is read-only");
+    bool removed = false;
+    write_txn([&] {
+      flush_touches_locked();
+      Totals t = load_totals_locked();
+      int64_t rowid = 0;
+      removed = delete_entry_locked(key, &t, &rowid);
+      if (!removed) return;
+      delete_recency_locked(rowid);
+      // Damage may have reached the row's size too (a truncated page): the totals are recounted
+      // from what remains rather than adjusted by a size that cannot be believed.
+      store_totals_locked(recount_locked(false));
+    });
+    return removed;
+  });
+}
+
 SqliteBackend::Totals SqliteBackend::current_totals() {
   std::lock_guard lock(mutex_);
   return with_recovery([&] {
@@ -534,6 +554,60 @@ void SqliteBackend::clear() {
       }
       store_totals_locked({});
     });
+  });
+}
+
+namespace {
+
+// SQLite's own check of the file: "" when it says ok, else its first complaints. The full
+// integrity_check: quick_check does not compare an index's content with its table's, which is
+// the damage that hides entries from lookups.
+std::string integrity_check(sqlite3 *db) {
+  sqlite3_stmt *s = nullptr;
+  if (sqlite3_prepare_v2(db, "PRAGMA integrity_check(8)", -1, &s, nullptr) != SQLITE_OK)
+    return std::string("integrity_check cannot run: ") + sqlite3_errmsg(db);
+  std::string found;
+  int rc;
+  while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
+    const char *row = reinterpret_cast<const char *>(sqlite3_column_text(s, 0));
+    if (row && std::string_view(row) != "ok")
+      found += (found.empty() ? "" : "; ") + std::string(row);
+  }
+  if (rc != SQLITE_DONE && found.empty())
+    found = std::string("integrity_check: ") + sqlite3_errmsg(db);
+  sqlite3_finalize(s);
+  return found;
+}
+
+}  // namespace
+
+std::string SqliteBackend::check_storage(bool repair) {
+  std::lock_guard lock(mutex_);
+  return with_recovery([&]() -> std::string {
+    const std::string found = integrity_check(db_);
+    bool recounted = false;
+    const Totals stored = load_totals_locked(&recounted);
+    const Totals actual = recount_locked(false);
+    std::string report = found.empty() ? "" : "SQLite's integrity_check: " + found;
+    if (recounted || stored.size != actual.size || stored.count != actual.count)
+      report += std::string(report.empty() ? "" : "; ") + "the totals (" +
+                std::to_string(stored.count) + " entries, " + std::to_string(stored.size) +
+                " bytes) did not match the entries (" + std::to_string(actual.count) + ", " +
+                std::to_string(actual.size) + ")";
+    if (report.empty() || !repair || read_only_) return report;
+    if (!found.empty()) {
+      // Damaged indexes are rebuilt from their tables, which keeps every entry; damage that
+      // survives that is reset, as any other.
+      const int rc = sqlite3_exec(db_, "REINDEX", nullptr, nullptr, nullptr);
+      if (rc != SQLITE_OK || !integrity_check(db_).empty()) {
+        reset_database(report);
+        return report + "; reset to empty";
+      }
+      report += "; indexes rebuilt";
+    }
+    write_txn([&] { store_totals_locked(recount_locked(false)); });
+    if (config_.events) config_.events->corrupt.fetch_add(1, std::memory_order_relaxed);
+    return report + "; totals recounted";
   });
 }
 

@@ -26,12 +26,14 @@ class SqliteBackend final : public Backend, public SharedCounters {
   SharedBlob get(ByteView key, Access access) override;
   void put(ByteView key, Blob &&record, uint64_t payload_size) override;
   bool remove(ByteView key) override;
+  bool remove_damaged(ByteView key) override;
   uint64_t count() override;
   uint64_t size() override;
   void clear() override;
   uint64_t max_payload_size() const override;
   void set_max_size_bytes(uint64_t cap) override { config_.max_size_bytes = cap; }
   void list(const std::function<void(const EntryInfo &)> &fn) override;
+  std::string check_storage(bool repair) override;
   void add_counters(const PersistentCounters &delta) override;
   PersistentCounters counters() override;
   void reset_counters() override;
@@ -78,6 +80,7 @@ class SqliteBackend final : public Backend, public SharedCounters {
   // file; does nothing but reconnect if another process already did it.
   void move_aside(const std::string &why);
   void check_schema_statements();
+  void check_schema_text();
   void disconnect(bool abandon);
   void ensure_process();
   void init_schema();

@@ -4,11 +4,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <ctime>
+#include <set>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "backends/sqlite_backend.hpp"
 #include "backends/sqlite_internal.hpp"
@@ -376,6 +380,7 @@ void SqliteBackend::init_schema() {
   }
   if (version == kSchemaVersion) {
     check_schema_statements();
+    check_schema_text();
     if (!read_only_ && pragma_int("PRAGMA application_id") != kApplicationIdBase + version) {
       write_txn([&] {  // databases from before application ids get theirs
         const int rc = sqlite3_exec(
@@ -437,6 +442,69 @@ void SqliteBackend::check_schema_statements() {
       throw CorruptDatabase(std::string("the schema does not match: ") + sqlite3_errmsg(db_));
     }
   }
+}
+
+namespace {
+
+// The schema as sqlite_master holds it: (type, name, statement) per table and index, the
+// statement with white space collapsed and identifier quotes dropped (a rename quotes names).
+std::set<std::string> schema_of(sqlite3 *db) {
+  std::set<std::string> out;
+  sqlite3_stmt *s = nullptr;
+  if (sqlite3_prepare_v2(db, "SELECT type, name, coalesce(sql, '') FROM sqlite_master", -1, &s,
+                         nullptr) != SQLITE_OK)
+    return {{"unreadable"}};
+  while (sqlite3_step(s) == SQLITE_ROW) {
+    std::string row;
+    for (int c = 0; c < 3; ++c) {
+      const char *text = reinterpret_cast<const char *>(sqlite3_column_text(s, c));
+      bool space = false;
+      for (const char *p = text ? text : ""; *p; ++p) {
+        if (*p == '"') continue;
+        if (std::isspace(static_cast<unsigned char>(*p))) {
+          space = true;
+          continue;
+        }
+        if (space && !row.empty() && row.back() != '|') row += ' ';
+        space = false;
+        row += *p;
+      }
+      row += '|';
+    }
+    out.insert(row);
+  }
+  sqlite3_finalize(s);
+  return out;
+}
+
+// What schema_of gives for a database this version creates, and for one converted from
+// version 1: the only two schemas a healthy cache has.
+const std::vector<std::set<std::string>> &expected_schemas() {
+  static const std::vector<std::set<std::string>> schemas = [] {
+    std::vector<std::set<std::string>> out;
+    for (const std::string &script :
+         {std::string(kSchema), std::string(kSchemaVersion1Tables) + kMigrateFrom1}) {
+      sqlite3 *db = nullptr;
+      if (sqlite3_open(":memory:", &db) == SQLITE_OK &&
+          sqlite3_exec(db, script.c_str(), nullptr, nullptr, nullptr) == SQLITE_OK)
+        out.push_back(schema_of(db));
+      sqlite3_close(db);
+    }
+    return out;
+  }();
+  return schemas;
+}
+
+}  // namespace
+
+// A flipped bit in a table's statement (inside a CHECK constraint, say) leaves every statement
+// preparing, yet every put failing its constraint: the statements are compared with the
+// expected ones, and any difference is damage, reset like any other.
+void SqliteBackend::check_schema_text() {
+  const std::set<std::string> found = schema_of(db_);
+  for (const std::set<std::string> &expected : expected_schemas())
+    if (found == expected) return;
+  throw CorruptDatabase("its schema is not the one progcache writes (damaged or altered)");
 }
 
 void SqliteBackend::reset_database(const std::string &why) {

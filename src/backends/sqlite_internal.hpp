@@ -40,6 +40,15 @@ constexpr const char *kMigrateFrom1 =
     "ALTER TABLE entries DROP COLUMN used_at;"
     "CREATE TABLE IF NOT EXISTS memo(name TEXT PRIMARY KEY NOT NULL, record BLOB NOT NULL);";
 
+// Schema version 1's tables (progcache 0.3), from which kMigrateFrom1 converts: what a converted
+// database's schema is compared against (SqliteBackend::check_schema_text).
+constexpr const char *kSchemaVersion1Tables =
+    "CREATE TABLE entries(key BLOB PRIMARY KEY NOT NULL CHECK(typeof(key) = 'blob'),"
+    " record BLOB NOT NULL, size INTEGER NOT NULL CHECK(typeof(size) = 'integer' AND size >= 0),"
+    " atime INTEGER NOT NULL, used_at INTEGER NOT NULL);"
+    "CREATE INDEX entries_by_atime ON entries(atime);"
+    "CREATE TABLE meta(name TEXT PRIMARY KEY NOT NULL, value INTEGER NOT NULL);";
+
 // Memos (the metadata side channel) came after schema version 1 without changing what older
 // versions read: a version-1 database gains the table when it is first opened for writing.
 constexpr const char *kMemoSchema =

@@ -237,6 +237,14 @@ void TieredBackend::release_lease(ByteView key, const std::string &token) {
     attempt(*tiers_[i], [&] { leases->release_lease(key, token.substr(colon + 1)); });
 }
 
+std::string TieredBackend::check_storage(bool repair) {
+  std::string report;
+  for (auto &tier : tiers_)
+    if (const std::string found = tier->cache->backend().check_storage(repair); !found.empty())
+      report += (report.empty() ? "" : "; ") + tier->cache->display_uri() + ": " + found;
+  return report;
+}
+
 std::optional<std::string> TieredBackend::get_meta(std::string_view name) {
   for (auto &tier : tiers_) {
     std::optional<std::string> record;

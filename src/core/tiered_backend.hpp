@@ -36,6 +36,7 @@ class TieredBackend final : public Backend, public SharedCounters, public LeaseS
   uint64_t size() override;
   // Every entry of every tier that answers, once.
   void list(const std::function<void(const EntryInfo &)> &fn) override;
+  std::string check_storage(bool repair) override;
   uint64_t max_payload_size() const override;
   std::string lock_dir() const override;
   // Counters: each tier counts its own hits, misses and damage; the NVRTC time a hit saved, the
