@@ -1,6 +1,8 @@
 // File-stream backend: layout, verified reads, damage of every kind, accounting, temp files.
+#define PCACHE_ADMIN_UNSTABLE 1
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <progcache/progcache_admin.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/time.h>
@@ -341,4 +343,39 @@ TEST(FileStreamAccounting, DamagedHeadersAndJunkNeverMoveTheTotals) {
   EXPECT_GE(before, 9u) << "good entries were evicted to make room for junk";
   EXPECT_EQ(c.count(), before);
   EXPECT_EQ(c.size(), bytes);
+}
+
+// A shard directory replaced (by a symbolic link, an empty directory, a file) takes its entries
+// with it: the totals must stop counting them, or the cap is enforced against ghosts. After the
+// replacement the next write recounts, in a handle that held the old directory open as in a new
+// one; and the storage check finds a drift left behind.
+TEST(FileStreamAccounting, AShardReplacedInPlaceIsNoLongerCounted) {
+  for (const char *how : {"symlink", "directory", "file"}) {
+    TempDir d;
+    const std::string dir = d / "fs";
+    Handle c("filestream:" + dir);
+    for (int i = 0; i < 16; ++i)
+      ASSERT_EQ(c.put("k" + std::to_string(i), std::string(1000, 'v')), PCACHE_OK);
+    const std::string victim = fs::path(entry_files(dir).front()).parent_path().string();
+    size_t lost = 0;
+    for (const std::string &f : entry_files(dir)) lost += f.rfind(victim + "/", 0) == 0;
+    ASSERT_GE(lost, 1u);
+    fs::remove_all(victim);
+    if (std::string(how) == "symlink") {
+      fs::create_directory(d / "elsewhere");
+      fs::create_directory_symlink(d / "elsewhere", victim);
+    } else if (std::string(how) == "directory") {
+      ::mkdir(victim.c_str(), 0700);
+    } else {
+      write_file(victim, "not a directory");
+    }
+    ASSERT_EQ(c.put("after", std::string(1000, 'a')), PCACHE_OK);
+    EXPECT_EQ(c.count(), 16 - lost + 1) << how << ": the handle that held the old directory";
+    EXPECT_EQ(c.size(), (16 - lost + 1) * 1000) << how;
+    Handle fresh("filestream:" + dir);
+    EXPECT_EQ(fresh.count(), 16 - lost + 1) << how;
+    int32_t damaged = -1;
+    ASSERT_EQ(pcache_admin_check_storage(fresh, 0, &damaged), PCACHE_OK);
+    EXPECT_EQ(damaged, 0) << how << ": " << pcache_last_error();
+  }
 }

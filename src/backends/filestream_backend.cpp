@@ -40,6 +40,13 @@ constexpr uint64_t kUpdateInProgress = 0x5441445055534650ull;  // "PFSUPDAT"
 constexpr uint64_t kStatsExtMagic = 0x3354415453534650ull;  // "PFSSTAT3"
 constexpr int kStatsExtWords = 6;
 constexpr int kStatsFileWords = kStatsWords + 1 + kStatsExtWords;
+// After that, since 0.5: the cache directory's mtime when the totals were last written, in a
+// checksummed block of its own (magic, mtime_ns, checksum). A shard directory replaced by
+// another, a symbolic link or a file changes it, and its entries are then gone: a writer that
+// finds it changed recounts. Earlier versions leave the block as it was (a stale stamp only
+// costs a recount).
+constexpr uint64_t kStatsDirMagic = 0x3130524944534650ull;  // "PFSDIR01"
+constexpr int kStatsDirWords = 3;
 
 // The shared counters' words in the stats file, in PersistentCounters::kFields order: the first
 // four in the base block (words 3-6), those added in 0.4 in the extension (words 10-13). A
@@ -161,6 +168,7 @@ FileStreamBackend::FileStreamBackend(Uri &uri, const BackendConfig &config)
 FileStreamBackend::~FileStreamBackend() {
   for (auto &f : shard_fds_)
     if (int fd = f.load(); fd >= 0) ::close(fd);
+  for (int fd : retired_fds_) ::close(fd);
   if (int fd = meta_fd_.load(); fd >= 0) ::close(fd);
 }
 
@@ -243,9 +251,11 @@ int FileStreamBackend::shard_fd(int shard, bool create) {
   if (fd < 0) {
     if (errno == ENOENT) return -1;
     if (errno == ELOOP || errno == ENOTDIR) {
-      // A symlink or file planted where a shard directory belongs: never followed.
+      // A symlink or file planted where a shard directory belongs: never followed. The entries
+      // the directory held are gone: the totals are recounted at the next write.
       if (config_.events) config_.events->corrupt.fetch_add(1, std::memory_order_relaxed);
       ::unlinkat(dir_fd_.get(), name, 0);
+      recount_needed_.store(true);
       if (!create) return -1;
       return shard_fd(shard, create);
     }
@@ -302,6 +312,42 @@ SharedBlob FileStreamBackend::get(ByteView key, Access access) {
   return blob;
 }
 
+std::string FileStreamBackend::check_storage(bool repair) {
+  if (!tmp_fd_) return "";  // read-only: nothing to recount into
+  StatsLock lock(*this);
+  const Totals stored = read_totals_locked();
+  const Totals actual = rebuild_totals_locked();
+  if (stored.count == actual.count && stored.size == actual.size) return "";
+  std::string report = "the totals (" + std::to_string(stored.count) + " entries, " +
+                       std::to_string(stored.size) + " bytes) did not match the entries (" +
+                       std::to_string(actual.count) + ", " + std::to_string(actual.size) + ")";
+  if (!repair) return report;
+  Totals fixed = actual;
+  fixed.counters = stored.counters;
+  begin_update_locked();
+  write_totals_locked(fixed);
+  return report + "; totals recounted";
+}
+
+int FileStreamBackend::current_shard_fd(int shard, bool create, bool *replaced) {
+  const int fd = shard_fd(shard, create);
+  if (fd < 0) return fd;
+  char name[3];
+  std::snprintf(name, sizeof name, "%02x", shard);
+  struct stat held, named;
+  if (::fstat(fd, &held) == 0 && ::fstatat(dir_fd_.get(), name, &named, AT_SYMLINK_NOFOLLOW) == 0 &&
+      held.st_dev == named.st_dev && held.st_ino == named.st_ino)
+    return fd;
+  *replaced = true;
+  if (config_.events) config_.events->corrupt.fetch_add(1, std::memory_order_relaxed);
+  {
+    std::lock_guard lock(shard_mutex_);
+    int expected = fd;
+    if (shard_fds_[shard].compare_exchange_strong(expected, -1)) retired_fds_.push_back(fd);
+  }
+  return shard_fd(shard, create);
+}
+
 FileStreamBackend::Stored FileStreamBackend::stored_payload_size(int dir_fd,
                                                                  const std::string &name) {
   Fd fd(::openat(dir_fd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK));
@@ -325,7 +371,7 @@ FileStreamBackend::Stored FileStreamBackend::stored_payload_size(int dir_fd,
 void FileStreamBackend::put(ByteView key, Blob &&record, uint64_t payload_size) {
   const std::string name = entry_name(key);
   const int shard = shard_of(name);
-  const int dfd = shard_fd(shard, true);
+  int dfd = shard_fd(shard, true);
   if (!tmp_fd_) throw Error(Status::permission, "cache directory '" + dir_ + "' is not writable");
   const std::string tmp = temp_name();
   Fd fd(sys::openat(tmp_fd_.get(), tmp.c_str(),
@@ -350,6 +396,10 @@ void FileStreamBackend::put(ByteView key, Blob &&record, uint64_t payload_size) 
   // count the entry as new; the costly part (writing the temp file) stays outside it.
   StatsLock lock(*this);
   Totals t = read_totals_locked();
+  bool replaced = false;
+  dfd = current_shard_fd(shard, true, &replaced);
+  if (dfd < 0) discard("cannot open a shard directory");
+  t.recount |= replaced || recount_needed_.exchange(false);
   const Stored old = stored_payload_size(dfd, name);
   begin_update_locked();
   if (sys::renameat(tmp_fd_.get(), tmp.c_str(), dfd, name.c_str()) != 0) {
@@ -358,8 +408,9 @@ void FileStreamBackend::put(ByteView key, Blob &&record, uint64_t payload_size) 
   }
   if (fsync_) ::fsync(dfd);
   if (!lru_.empty()) lru_.push_back({written_ns, shard, name});  // the newest entry
-  if (old.exists && !old.size) {
-    // It replaced a damaged entry whose recorded size nobody knows: count again.
+  if ((old.exists && !old.size) || t.recount) {
+    // It replaced a damaged entry whose recorded size nobody knows, or a shard was replaced:
+    // count again.
     t = recount_keeping_counters_locked(t);
   } else {
     t.count += old.exists ? 0 : 1;
@@ -500,9 +551,19 @@ int FileStreamBackend::stats_fd() {
   return stats_fd_.get();
 }
 
+int64_t FileStreamBackend::dir_mtime_ns() const {
+  struct stat st;
+  return ::fstat(dir_fd_.get(), &st) == 0 ? mtime_ns(st) : 0;
+}
+
 FileStreamBackend::Totals FileStreamBackend::read_totals_locked() {
-  uint64_t buf[kStatsFileWords] = {};
+  uint64_t buf[kStatsFileWords + kStatsDirWords] = {};
   const ssize_t n = ::pread(stats_fd_.get(), buf, sizeof buf, 0);
+  const uint64_t *dirs = buf + kStatsFileWords;
+  const int64_t stamped =
+      n >= ssize_t(sizeof buf) && dirs[0] == kStatsDirMagic && dirs[2] == XXH3_64bits(dirs, 16)
+          ? int64_t(dirs[1])
+          : 0;
   const bool whole = n >= ssize_t(8 * kStatsWords) && buf[0] == kStatsMagic &&
                      buf[kStatsWords - 1] == XXH3_64bits(buf, 8 * (kStatsWords - 1)) &&
                      int64_t(buf[1]) >= 0 && int64_t(buf[2]) >= 0;
@@ -512,6 +573,7 @@ FileStreamBackend::Totals FileStreamBackend::read_totals_locked() {
   if (whole && buf[kStatsWords] != kUpdateInProgress) {
     Totals t{int64_t(buf[1]), int64_t(buf[2]), {}};
     t.counters = counters_from(buf, ext_valid);
+    t.recount = stamped != 0 && stamped != dir_mtime_ns();  // a shard may have been replaced
     return t;
   }
   // Missing or damaged accounting, or a holder of the lock died while changing entries: count
@@ -541,7 +603,7 @@ void FileStreamBackend::account_removal(Totals &t, const std::optional<int64_t> 
 
 void FileStreamBackend::write_totals_locked(Totals t) {
   if (t.recount) t = recount_keeping_counters_locked(t);
-  uint64_t buf[kStatsFileWords] = {};
+  uint64_t buf[kStatsFileWords + kStatsDirWords] = {};
   buf[0] = kStatsMagic;
   buf[1] = uint64_t(std::max<int64_t>(t.count, 0));
   buf[2] = uint64_t(std::max<int64_t>(t.size, 0));
@@ -551,6 +613,10 @@ void FileStreamBackend::write_totals_locked(Totals t) {
     buf[counter_word(i)] = uint64_t(t.counters.*PersistentCounters::kFields[i].value);
   buf[kStatsWords - 1] = XXH3_64bits(buf, 8 * (kStatsWords - 1));
   buf[kStatsFileWords - 1] = XXH3_64bits(buf + kStatsWords + 1, 8 * (kStatsExtWords - 1));
+  uint64_t *dirs = buf + kStatsFileWords;
+  dirs[0] = kStatsDirMagic;
+  dirs[1] = uint64_t(dir_mtime_ns());
+  dirs[2] = XXH3_64bits(dirs, 16);
   ssize_t n;
   do {
     n = ::pwrite(stats_fd_.get(), buf, sizeof buf, 0);
@@ -560,8 +626,10 @@ void FileStreamBackend::write_totals_locked(Totals t) {
 
 FileStreamBackend::Totals FileStreamBackend::rebuild_totals_locked() {
   Totals t;
+  recount_needed_.store(false);
   for (int s = 0; s < kShards; ++s) {
-    const int dfd = shard_fd(s, false);
+    bool replaced = false;
+    const int dfd = current_shard_fd(s, false, &replaced);
     if (dfd < 0) continue;
     for_each_name(dfd, [&](const std::string &name) {
       if (!is_entry_name(name.c_str())) return;
@@ -671,14 +739,22 @@ void FileStreamBackend::evict_locked(Totals &t, int keep_shard, const std::strin
   }
 }
 
-uint64_t FileStreamBackend::count() {
+FileStreamBackend::Totals FileStreamBackend::current_totals() {
   StatsLock lock(*this);
-  return uint64_t(read_totals_locked().count);
+  Totals t = read_totals_locked();
+  if (!t.recount || !tmp_fd_) return t;
+  begin_update_locked();
+  t = recount_keeping_counters_locked(t);
+  write_totals_locked(t);
+  return t;
+}
+
+uint64_t FileStreamBackend::count() {
+  return uint64_t(current_totals().count);
 }
 
 uint64_t FileStreamBackend::size() {
-  StatsLock lock(*this);
-  return uint64_t(read_totals_locked().size);
+  return uint64_t(current_totals().size);
 }
 
 void FileStreamBackend::clear() {

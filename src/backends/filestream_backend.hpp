@@ -38,6 +38,7 @@ class FileStreamBackend final : public Backend, public SharedCounters {
   std::optional<std::string> get_meta(std::string_view name) override;
   void put_meta(std::string_view name, ByteView record) override;
   std::string lock_dir() const override { return dir_ + "/locks"; }
+  std::string check_storage(bool repair) override;
 
   static constexpr int kFormatVersion = 1;
   static constexpr int kShards = 256;
@@ -59,6 +60,10 @@ class FileStreamBackend final : public Backend, public SharedCounters {
 
   std::string entry_name(ByteView key) const;
   int shard_fd(int shard, bool create);
+  // shard_fd, checked to still be the directory the shard's name holds: one replaced since it
+  // was opened (by another directory, a symbolic link, a file) is opened afresh, and
+  // *replaced set (its entries, which the totals count, are gone). Under the stats lock.
+  int current_shard_fd(int shard, bool create, bool *replaced);
   void check_format();
   void reap_stale_temp_files();
   // A descriptor holding an flock on the temp file open on fd, until it is destroyed.
@@ -76,6 +81,9 @@ class FileStreamBackend final : public Backend, public SharedCounters {
   // The totals in DIR/stats, recounted (and rewritten) when missing, damaged, or left by a
   // holder of the lock that died while changing entries.
   Totals read_totals_locked();
+  int64_t dir_mtime_ns() const;
+  // The totals for count() and size(): recounted first when a shard may have been replaced.
+  Totals current_totals();
   // Marks DIR/stats "entries changing" until the next write_totals_locked: call it after
   // read_totals_locked and before the first rename or unlink.
   void begin_update_locked();
@@ -102,6 +110,12 @@ class FileStreamBackend final : public Backend, public SharedCounters {
   std::atomic<int> meta_fd_{-1};
   ForkSafeMutex shard_mutex_{ForkSafeMutex::kInner};
   std::array<std::atomic<int>, kShards> shard_fds_;
+  // Descriptors of shard directories found replaced: other threads may still be using them,
+  // so they are closed with the backend, not when replaced.
+  std::vector<int> retired_fds_;
+  // A shard's name held something other than a directory (removed): the totals count entries
+  // that are gone, and the next write recounts.
+  std::atomic<bool> recount_needed_{false};
   ForkSafeMutex stats_mutex_{
       ForkSafeMutex::kOuter};  // flock() does not exclude threads sharing one descriptor
   Fd stats_fd_;
