@@ -142,6 +142,20 @@ pcache_status pcache_admin_tier(pcache *cache, uint32_t tier, pcache **tier_out)
   });
 }
 
+pcache_status pcache_admin_absolute_uri(const char *uri, char *out, size_t *size) {
+  return guarded(__func__, [&] {
+    if (!uri || !size) throw invalid("uri or size is NULL");
+    const std::string text = progcache::absolute_uri(uri);
+    const size_t room = *size;
+    *size = text.size() + 1;
+    if (!out || room < text.size() + 1)
+      throw invalid("out holds " + std::to_string(room) + " bytes; " + std::to_string(*size) +
+                    " are needed");
+    std::memcpy(out, text.c_str(), text.size() + 1);
+    return PCACHE_OK;
+  });
+}
+
 pcache_status pcache_admin_check_storage(pcache *cache, int32_t repair, int32_t *damaged) {
   return guarded(__func__, [&] {
     if (!damaged) throw invalid("damaged is NULL");

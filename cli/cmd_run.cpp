@@ -57,7 +57,23 @@ int cmd_run(Invocation &in) {
   prepend_env("LD_LIBRARY_PATH", dir, ':');
   if (in.has("preload"))
     for (const std::string &lib : dropins_in(dir)) prepend_env("LD_PRELOAD", lib, ' ');
-  if (!in.uri.empty()) ::setenv("PCACHE_URI", in.uri.c_str(), 1);
+  // The cache the command's compiles go through must be usable now: a typo would otherwise run
+  // the whole command uncached without a word. Its paths are made absolute first: the command
+  // may change directory before it compiles.
+  std::string uri = in.uri;
+  if (!uri.empty()) {
+    size_t size = 0;
+    pcache_admin_absolute_uri(uri.c_str(), nullptr, &size);
+    std::string absolute(size, '\0');
+    check(pcache_admin_absolute_uri(uri.c_str(), absolute.data(), &size));
+    uri = absolute.c_str();
+  }
+  pcache *cache = nullptr;
+  if (pcache_open(uri.empty() ? nullptr : uri.c_str(), nullptr, &cache) != PCACHE_OK)
+    throw Failure(PCACHE_ERR_INVALID_ARG,
+                  "run: no usable cache (" + library_message() + "); the command was not run");
+  pcache_close(cache);
+  if (!uri.empty()) ::setenv("PCACHE_URI", uri.c_str(), 1);
   std::vector<char *> argv;
   for (std::string &a : in.passthrough) argv.push_back(a.data());
   argv.push_back(nullptr);

@@ -608,3 +608,34 @@ TEST(SharedCounterStores, EveryCounterSurvivesARoundTripInEveryStore) {
       EXPECT_EQ(back.*field.value, 2 * (delta.*field.value)) << uri << ": " << field.name;
   }
 }
+
+// A value of another type where the shared counters' hash belongs (a string, here) made every
+// counter update fail with WRONGTYPE for good. It is replaced by a fresh hash, with a warning;
+// gets and puts never fail for it.
+TEST(Redis, ACountersKeyOfTheWrongTypeIsRecreated) {
+  TempDir d;
+  const std::string prefix = redis_prefix(d);
+  ASSERT_EQ(shared_redis().command({"SET", prefix + "stats", "not a hash"}), "OK");
+  {
+    Handle c(shared_redis().uri(prefix));
+    ASSERT_EQ(c.put("k", "v"), PCACHE_OK) << pcache_last_error();
+    std::string got;
+    ASSERT_EQ(c.get("k", &got), PCACHE_OK) << pcache_last_error();
+    pcache_shared_stats s{};
+    s.struct_size = sizeof s;
+    ASSERT_EQ(pcache_get_shared_stats(c, &s), PCACHE_OK) << pcache_last_error();
+    EXPECT_EQ(s.hits, 1) << "the hit was counted in the recreated hash";
+  }
+  EXPECT_EQ(shared_redis().command({"TYPE", prefix + "stats"}), "hash");
+  // Damaged again while a handle is open: its statistics still read, and recover.
+  Handle c(shared_redis().uri(prefix));
+  ASSERT_EQ(shared_redis().command({"DEL", prefix + "stats"}), "1");
+  ASSERT_EQ(shared_redis().command({"RPUSH", prefix + "stats", "x"}), "1");
+  pcache_shared_stats s{};
+  s.struct_size = sizeof s;
+  ASSERT_EQ(pcache_get_shared_stats(c, &s), PCACHE_OK) << pcache_last_error();
+  EXPECT_NE(std::string(pcache_last_error()).find("recreated"), std::string::npos)
+      << pcache_last_error();
+  std::string got;
+  EXPECT_EQ(c.get("k", &got), PCACHE_OK);
+}

@@ -193,3 +193,35 @@ TEST_F(SharedStats, ArgumentsAreChecked) {
   ASSERT_EQ(h.get("k", &got), PCACHE_OK);
   EXPECT_EQ(shared(h).hits, 1) << "a memory: cache keeps them in the handle";
 }
+
+// A remote tier that accepts connections and never answers: one open, get and close made 41
+// calls to it (each waiting out timeout_ms: 4.5 s), the closing handle chasing the tier errors its
+// own flush recorded. After a timeout the tier is left alone (even with backoff_ms=0), and a close
+// waits only for a busy store. Counted as connections the silent server was asked for.
+TEST_F(SharedStats, ASilentRemoteCostsOneTimeoutNotOnePerCall) {
+  const int silent = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+  ASSERT_GE(silent, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  ASSERT_EQ(::bind(silent, reinterpret_cast<sockaddr *>(&addr), sizeof addr), 0);
+  ASSERT_EQ(::listen(silent, 128), 0);
+  ASSERT_EQ(::getsockname(silent, reinterpret_cast<sockaddr *>(&addr), &len), 0);
+  std::vector<int> accepted;
+  auto connections = [&] {
+    for (int fd; (fd = ::accept(silent, nullptr, nullptr)) >= 0;) accepted.push_back(fd);
+    return accepted.size();
+  };
+  {
+    Handle stack("tiered:sqlite:" + dir_ + "/l.db|redis://127.0.0.1:" +
+                 std::to_string(ntohs(addr.sin_port)) + "/0?timeout_ms=100&backoff_ms=0");
+    std::string got;
+    for (int i = 0; i < 5; ++i)
+      EXPECT_EQ(stack.get("k" + std::to_string(i), &got), PCACHE_NOT_FOUND);
+    ASSERT_EQ(stack.put("k", "v"), PCACHE_OK) << "the local tier takes it";
+  }
+  EXPECT_LE(connections(), 2u) << "the silent remote was asked again after a timeout";
+  for (int fd : accepted) ::close(fd);
+  ::close(silent);
+}

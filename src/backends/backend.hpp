@@ -151,6 +151,11 @@ class Backend {
   // For a remote store: how long a tiered cache leaves it alone after a failure (doubling per
   // consecutive failure). 0 = a local store, never skipped.
   virtual uint64_t retry_backoff_ms() const { return 0; }
+  // For a remote store: how long it waits for an answer before giving up (0: a local store).
+  // A tiered cache leaves a store that timed out alone for ten of these, whatever its back-off,
+  // so a server that accepts connections and never answers costs at most one timeout now and
+  // then, not one per call.
+  virtual uint64_t timeout_ms() const { return 0; }
 
   // Checks the store's own structures (what reading every entry cannot see: a SQLite index that
   // makes lookups miss, totals that drifted from what is stored) and, with repair, mends them:

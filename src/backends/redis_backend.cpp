@@ -431,22 +431,64 @@ uint64_t RedisBackend::max_payload_size() const {
   return kMaxRecord - kRecordOverhead;
 }
 
-void RedisBackend::add_counters(const PersistentCounters &d) {
+namespace {
+
+bool wrong_type(const Error &e) {
+  return std::string_view(e.what()).find("WRONGTYPE") != std::string_view::npos;
+}
+
+}  // namespace
+
+void RedisBackend::recreate_stats(const std::string &why) {
   Connection c = acquire();
-  const std::string stats = prefix_ + "stats";
-  int sent = 0;
-  for (const auto &field : PersistentCounters::kFields)
-    if (const int64_t value = d.*field.value) {
-      c.append({std::string_view("HINCRBY"), stats, std::string_view(field.name),
-                std::to_string(value)});
-      ++sent;
+  c.command({std::string_view("DEL"), prefix_ + "stats"});
+  set_thread_warning(where_ + ": the shared counters (" + prefix_ + "stats) held " + why +
+                     "; recreated from zero");
+}
+
+void RedisBackend::add_counters(const PersistentCounters &d) {
+  for (int attempt = 0;; ++attempt) {
+    try {
+      Connection c = acquire();
+      const std::string stats = prefix_ + "stats";
+      int sent = 0;
+      for (const auto &field : PersistentCounters::kFields)
+        if (const int64_t value = d.*field.value) {
+          c.append({std::string_view("HINCRBY"), stats, std::string_view(field.name),
+                    std::to_string(value)});
+          ++sent;
+        }
+      // Every reply is read, whatever one of them says, so the connection goes back in step.
+      std::optional<Error> failed;
+      for (int i = 0; i < sent; ++i) {
+        try {
+          c.reply();
+        } catch (const Error &e) {
+          if (!failed) failed = e;
+          if (!c.c_) throw;  // the connection broke: nothing more to read
+        }
+      }
+      if (failed) throw *failed;
+      return;
+    } catch (const Error &e) {
+      // A key of another type (a string, a list) where the counters' hash belongs made every
+      // update fail for good: the key is damage, replaced by a fresh hash once.
+      if (attempt > 0 || !wrong_type(e)) throw;
+      recreate_stats("a value of another type");
     }
-  for (int i = 0; i < sent; ++i) c.reply();
+  }
 }
 
 PersistentCounters RedisBackend::counters() {
   Connection c = acquire();
-  Reply r = c.command({std::string_view("HGETALL"), prefix_ + "stats"});
+  Reply r(nullptr, freeReplyObject);
+  try {
+    r = c.command({std::string_view("HGETALL"), prefix_ + "stats"});
+  } catch (const Error &e) {
+    if (!wrong_type(e)) throw;
+    recreate_stats("a value of another type");
+    return {};
+  }
   PersistentCounters out;
   if (r->type != REDIS_REPLY_ARRAY) return out;
   for (size_t i = 0; i + 1 < r->elements; i += 2) {

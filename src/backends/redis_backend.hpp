@@ -33,8 +33,11 @@ class RedisBackend final : public Backend, public SharedCounters, public LeaseSt
   void add_counters(const PersistentCounters &delta) override;
   PersistentCounters counters() override;
   void reset_counters() override;
+  // Replaces a damaged counters key by an empty hash, with a warning saying what it held.
+  void recreate_stats(const std::string &why);
   SharedCounters *shared_counters() override { return this; }
   LeaseStore *leases() override { return this; }
+  uint64_t timeout_ms() const override { return uint64_t(timeout_ms_); }
   uint64_t retry_backoff_ms() const override { return backoff_ms_; }
   // SET PREFIX l:KEY TOKEN NX PX lease_ms; released by compare-and-delete, or expired by Redis
   // if the holder dies.

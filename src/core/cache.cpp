@@ -334,16 +334,15 @@ Cache::~Cache() {
   // A writer holding the store's lock makes a flush answer busy and keep its deltas; a closing
   // handle retries for a moment (processes that compile together close together) rather than
   // lose them, but never waits long: the statistics are advisory.
+  // Only a busy store is waited for: counters that grow because of the flush itself (a tier
+  // that failed it records tier_errors) are not chased (that loop made a close to a silent
+  // remote take 40 timeouts).
   for (int attempt = 0; attempt < 40; ++attempt) {
     try {
-      flush_counters();
+      if (!flush_counters()) return;
     } catch (...) {  // never fail a close over them
       return;
     }
-    bool all_flushed =
-        !pending_hits_.load() && !pending_misses_.load() && !pending_saved_us_.load();
-    for (const Grown &g : grown()) all_flushed &= g.flushed->load() == g.now;
-    if (all_flushed) return;
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
 }
@@ -370,20 +369,20 @@ std::array<Cache::Grown, 5> Cache::grown() {
         &PersistentCounters::tier_timeouts}}};
 }
 
-void Cache::flush_counters() {
-  if (!backend_) return;  // the backend failed to open (its constructor threw)
+bool Cache::flush_counters() {
+  if (!backend_) return false;  // the backend failed to open (its constructor threw)
   PersistentCounters d;
   d.hits = int64_t(pending_hits_.exchange(0));
   d.misses = int64_t(pending_misses_.exchange(0));
   d.compile_us_saved = int64_t(pending_saved_us_.exchange(0));
   const std::array<Grown, 5> grown_now = grown();
   for (const Grown &g : grown_now) d.*g.field = int64_t(g.now - g.flushed->exchange(g.now));
-  if (!d.any()) return;
+  if (!d.any()) return false;
   SharedCounters *shared = backend_->shared_counters();
   if (!shared) {
     std::lock_guard lock(local_counters_mutex_);
     local_counters_ += d;
-    return;
+    return false;
   }
   try {
     shared->add_counters(d);
@@ -394,7 +393,9 @@ void Cache::flush_counters() {
     pending_misses_.fetch_add(uint64_t(d.misses));
     pending_saved_us_.fetch_add(uint64_t(d.compile_us_saved));
     for (const Grown &g : grown_now) g.flushed->fetch_sub(uint64_t(d.*g.field));
+    return true;
   }
+  return false;
 }
 
 void Cache::zero_counters() {

@@ -97,8 +97,9 @@ class Cache final : public MemoStore {
   }
   // The counters shared by every process using this storage (flushes this handle's first).
   [[nodiscard]] PersistentCounters persistent_counters();
-  // Writes this handle's not-yet-shared counter deltas to the storage.
-  void flush_counters();
+  // Writes this handle's not-yet-shared counter deltas to the storage. true when the store was
+  // busy and the deltas were kept for a later flush. Throws Error when the store fails.
+  bool flush_counters();
   // Zeroes the shared counters (and drops this handle's unshared deltas); entries, and this
   // handle's own statistics, are untouched.
   void zero_counters();

@@ -27,13 +27,15 @@ TieredBackend::TieredBackend(std::vector<std::unique_ptr<Cache>> tiers, const Ba
   for (auto &cache : tiers) {
     auto tier = std::make_unique<Tier>();
     tier->backoff_base_ms = cache->backend().retry_backoff_ms();
+    tier->timeout_ms = cache->backend().timeout_ms();
     tier->cache = std::move(cache);
     tiers_.push_back(std::move(tier));
   }
 }
 
 bool TieredBackend::available(Tier &tier) {
-  if (tier.backoff_base_ms == 0 || now_ms() >= tier.retry_at_ms.load(std::memory_order_relaxed))
+  if ((tier.backoff_base_ms == 0 && tier.timeout_ms == 0) ||
+      now_ms() >= tier.retry_at_ms.load(std::memory_order_relaxed))
     return true;
   tier.skips.fetch_add(1, std::memory_order_relaxed);
   if (events_) events_->tier_skips.fetch_add(1, std::memory_order_relaxed);
@@ -45,10 +47,15 @@ void TieredBackend::failed(Tier &tier, const Error &e) {
   if (events_) events_->tier_errors.fetch_add(1, std::memory_order_relaxed);
   if (events_ && e.timed_out()) events_->tier_timeouts.fetch_add(1, std::memory_order_relaxed);
   std::string note = "tier " + tier.cache->display_uri() + " skipped: " + e.what();
+  uint64_t delay = 0;
   if (tier.backoff_base_ms && e.status() == Status::remote) {
     const uint64_t n = tier.consecutive_failures.fetch_add(1, std::memory_order_relaxed);
-    const uint64_t delay =
-        std::min(kMaxBackoffMs, tier.backoff_base_ms << std::min<uint64_t>(n, 16));
+    delay = std::min(kMaxBackoffMs, tier.backoff_base_ms << std::min<uint64_t>(n, 16));
+  }
+  // A server that accepts connections and never answers makes every call wait out the
+  // timeout: after one, it is left alone for ten (even with backoff_ms=0).
+  if (e.timed_out() && tier.timeout_ms) delay = std::max(delay, 10 * tier.timeout_ms);
+  if (delay) {
     tier.retry_at_ms.store(now_ms() + int64_t(delay), std::memory_order_relaxed);
     note += " (retried in " + std::to_string(delay) + " ms)";
   }

@@ -68,7 +68,8 @@ class TieredBackend final : public Backend, public SharedCounters, public LeaseS
  private:
   struct Tier {
     std::unique_ptr<Cache> cache;
-    uint64_t backoff_base_ms = 0;  // 0: local, never skipped
+    uint64_t backoff_base_ms = 0;  // 0: no back-off after a failure
+    uint64_t timeout_ms = 0;       // 0: a local store, never skipped
     std::atomic<int64_t> retry_at_ms{0};
     std::atomic<uint64_t> consecutive_failures{0};
     std::atomic<uint64_t> errors{0}, skips{0};

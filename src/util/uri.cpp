@@ -1,5 +1,7 @@
 #include "util/uri.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cctype>
 #include <climits>
@@ -8,6 +10,7 @@
 #include <cstring>
 
 #include "util/error.hpp"
+#include "util/paths.hpp"
 #include "util/settings.hpp"
 #include "util/trust.hpp"
 
@@ -35,6 +38,29 @@ void Uri::expect_no_params() const {
   if (!params.empty())
     throw Error(Status::invalid_arg,
                 "unknown parameter '" + params.begin()->first + "' for " + scheme + ": URI");
+}
+
+std::string absolute_uri(std::string_view text) {
+  const Uri uri = parse_uri(text);  // refuses what is not a URI
+  const size_t colon = text.find(':');
+  const std::string_view rest = text.substr(colon + 1);
+  if (uri.scheme == "tiered") {
+    std::string out = "tiered:";
+    for (size_t start = 0;;) {
+      const size_t bar = rest.find('|', start);
+      out += absolute_uri(rest.substr(start, bar - start));
+      if (bar == std::string_view::npos) break;
+      out += '|';
+      start = bar + 1;
+    }
+    return out;
+  }
+  if ((uri.scheme != "sqlite" && uri.scheme != "filestream") || uri.path.empty() ||
+      uri.path[0] == '/')
+    return std::string(text);
+  char cwd[PATH_MAX];
+  if (!::getcwd(cwd, sizeof cwd)) throw_errno("cannot tell the working directory");
+  return uri.scheme + ":" + join_path(cwd, rest);
 }
 
 Uri parse_uri(std::string_view text) {

@@ -24,6 +24,11 @@ std::string redact_uri(std::string text);
 // Throws Error(invalid_arg) on syntax errors or an unknown scheme.
 Uri parse_uri(std::string_view text);
 
+// text with every file path in it (sqlite:, filestream:, each tier of tiered:) made absolute
+// from the working directory, for a URI handed to another process that may chdir. Throws as
+// parse_uri.
+std::string absolute_uri(std::string_view text);
+
 // The URI used for NULL/"": $PCACHE_URI, else sqlite:$PCACHE_DIR/cache.db, else cache_uri in
 // the config files, else sqlite:$XDG_CACHE_HOME/progcache/cache.db, else
 // sqlite:$HOME/.cache/progcache/cache.db.

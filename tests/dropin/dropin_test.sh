@@ -131,6 +131,13 @@ fi
 [ $? = 127 ] || fail "run of a missing command does not exit 127"
 "$pc" run 2>/dev/null
 [ $? = 2 ] || fail "run without a command does not exit 2"
+# An unusable cache is an error before the command starts (it ran uncached without a word).
+out=$("$pc" --cache bogus:x run -- sh -c 'echo ran' 2>&1)
+rc=$?
+[ "$rc" = 2 ] && ! grep -q '^ran$' <<<"$out" || fail "run with an unusable cache: exit $rc, $out"
+# A relative path in the URI is made absolute: the command may change directory first.
+out=$(cd "$work" && "$pc" --cache "tiered:memory:|sqlite:rel.db" run -- sh -c 'cd / && echo "$PCACHE_URI"')
+[ "$out" = "tiered:memory:|sqlite:$work/rel.db" ] || fail "run exports a relative URI: $out"
 out=$("$pc" --cache "sqlite:$work/other.db" run -- sh -c 'echo "$PCACHE_URI|$LD_LIBRARY_PATH"')
 case $out in
   "sqlite:$work/other.db|"*nvrtc-dropin*) echo "ok: run sets PCACHE_URI and LD_LIBRARY_PATH" ;;
