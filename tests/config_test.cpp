@@ -1,6 +1,7 @@
 // Settings that last: the cap stored in a cache, config files, the default cache's default cap,
 // and the order in which they apply (docs/admin.md).
 #define PCACHE_ADMIN_UNSTABLE 1
+#include <grp.h>
 #include <gtest/gtest.h>
 #include <progcache/progcache_admin.h>
 #include <sqlite3.h>
@@ -11,6 +12,7 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -435,4 +437,71 @@ TEST_F(Config, ExportAndImportRefuseTheCachesOwnFiles) {
   EXPECT_FALSE(std::filesystem::is_regular_file(db + ".locks"));
   EXPECT_EQ(pcache_admin_export(h, (dir_ + "/ok.pcb").c_str(), nullptr, nullptr, nullptr),
             PCACHE_OK);
+}
+
+namespace {
+
+// Runs fn as uid in the team's group (its only supplementary group) in a child; its exit status.
+int as_team_member(uid_t uid, gid_t team, const std::function<int()> &fn) {
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    const gid_t groups[] = {team};
+    if (::setgroups(1, groups) != 0 || ::setgid(uid) != 0 || ::setuid(uid) != 0) ::_exit(10);
+    ::_exit(fn());
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+}  // namespace
+
+// The documented team setup, end to end with two real users: a cache in a setgid directory of
+// the team's group (chmod 2770) and one secret the group may read (0640). The library's chmod of
+// a directory it made cleared the setgid bit, so the next member was refused ("Permission
+// denied", lock files too), and the shared secret was refused as "readable by other users".
+TEST_F(Config, ATeamCacheWorksForTwoUsersWithOneSecretInASetgidDirectory) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to become two users";
+  constexpr gid_t kTeam = 4242;
+  ASSERT_EQ(::chmod(dir_.c_str(), 0755), 0);
+  const std::string team = dir_ + "/team", secret = dir_ + "/team.secret";
+  ASSERT_EQ(::mkdir(team.c_str(), 0770), 0);
+  ASSERT_EQ(::chown(team.c_str(), 0, kTeam), 0);
+  ASSERT_EQ(::chmod(team.c_str(), 02770), 0);
+  testutil::write_file(secret, "the team's secret\n");
+  ASSERT_EQ(::chown(secret.c_str(), 0, kTeam), 0);
+  ASSERT_EQ(::chmod(secret.c_str(), 0640), 0);
+  ScopedEnv shared("PCACHE_ALLOW_SHARED", "1");
+  ScopedEnv key("PCACHE_SECRET_FILE", secret);
+  const std::string source = "extern \"C\" __global__ void k(int *x) { *x = 42; }\n";
+  const char *options[] = {"-arch=sm_90"};
+  for (const std::string &uri : {"filestream:" + team + "/fs", "sqlite:" + team + "/db/c.db"}) {
+    auto member = [&](const char *mine, const char *theirs) {
+      pcache *h = nullptr;
+      if (pcache_open(uri.c_str(), nullptr, &h) != PCACHE_OK) return 20;
+      if (pcache_put(h, mine, std::strlen(mine), "v", 1) != PCACHE_OK) return 21;
+      if (theirs) {
+        void *data = nullptr;
+        size_t size = 0;
+        if (pcache_get(h, theirs, std::strlen(theirs), &data, &size) != PCACHE_OK) return 22;
+        pcache_free(data);
+      }
+      pcache_program p = testutil::make_program("team.cu", source, options, 1);
+      pcache_compiled *r = nullptr;
+      if (pcache_compile(h, &p, &r) != PCACHE_OK) return 23;  // the lock files too
+      const bool hit = pcache_compiled_from_cache(r) != 0;
+      pcache_compiled_free(r);
+      pcache_close(h);
+      return theirs && !hit ? 24 : 0;
+    };
+    EXPECT_EQ(as_team_member(65534, kTeam, [&] { return member("from-a", nullptr); }), 0) << uri;
+    EXPECT_EQ(as_team_member(65533, kTeam, [&] { return member("from-b", "from-a"); }), 0)
+        << uri << ": the second member could not use the cache";
+  }
+  for (const std::string &sub : testutil::list_files(team)) {
+    struct stat st {};
+    ASSERT_EQ(::stat(std::filesystem::path(sub).parent_path().string().c_str(), &st), 0);
+    EXPECT_TRUE(st.st_mode & S_ISGID) << sub << "'s directory lost the setgid bit";
+    EXPECT_EQ(st.st_gid, kTeam) << sub;
+  }
 }

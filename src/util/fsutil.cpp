@@ -31,7 +31,11 @@ int make_dir_at(int dirfd, const char *name, mode_t mode) {
   if ((mode & 0077) == 0) return 0;  // private: the umask cannot have narrowed it
   const int fd = ::openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   if (fd >= 0) {
-    (void)::fchmod(fd, mode);  // best effort: a narrower mode only keeps others out
+    // A directory made in a setgid one (a team's: chmod 2770) inherits the bit, so that what is
+    // made in it belongs to the team's group: kept, or the next member is refused.
+    struct stat st;
+    const mode_t setgid = ::fstat(fd, &st) == 0 ? (st.st_mode & S_ISGID) : 0;
+    (void)::fchmod(fd, mode | setgid);  // best effort: a narrower mode only keeps others out
     ::close(fd);
   }
   return 0;

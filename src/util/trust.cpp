@@ -102,7 +102,7 @@ void check_owned_file(const std::string &path, bool allow_shared) {
                                         "): it could hold planted binaries" + kHowToShare);
 }
 
-std::optional<std::string> configured_secret() {
+std::optional<std::string> configured_secret(bool shared) {
   const Setting setting = lookup_setting("secret_file");
   if (setting.value.empty()) return std::nullopt;
   const std::string &path = setting.value;
@@ -114,11 +114,22 @@ std::optional<std::string> configured_secret() {
   struct stat st;
   if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode))
     throw Error(Status::io, what + " is not a regular file");
-  if (st.st_mode & (S_IRWXG | S_IRWXO))
-    throw Error(Status::permission, what + " is readable by other users; chmod 600 it");
-  if (st.st_uid != ::geteuid() && st.st_uid != 0)
-    throw Error(Status::permission,
-                what + " is owned by another user (uid " + std::to_string(st.st_uid) + ")");
+  if (shared) {
+    // A team's secret: group members read it; only its owner may change it.
+    if (st.st_mode & (S_IWGRP | S_IXGRP | S_IRWXO))
+      throw Error(Status::permission, what + " (mode " + mode_text(st.st_mode) +
+                                          ") is writable by its group or open to others; "
+                                          "chmod 640 it (the team's group may read it)");
+  } else {
+    if (st.st_mode & (S_IRWXG | S_IRWXO))
+      throw Error(Status::permission,
+                  what +
+                      " is readable by other users; chmod 600 it (a team's cache shares a "
+                      "group-readable secret with PCACHE_ALLOW_SHARED=1)");
+    if (st.st_uid != ::geteuid() && st.st_uid != 0)
+      throw Error(Status::permission,
+                  what + " is owned by another user (uid " + std::to_string(st.st_uid) + ")");
+  }
   std::string secret;
   char buf[4096];
   ssize_t n;

@@ -28,8 +28,11 @@ void check_owned_file(const std::string &path, bool allow_shared);
 bool owned_and_private(const struct stat &st);
 
 // The secret in the file the secret_file setting names ($PCACHE_SECRET_FILE, else the config
-// files: util/settings.hpp), or nullopt if none is set. Throws Error(permission/io) if the file
-// cannot be read, is readable by others or owned by another user.
-std::optional<std::string> configured_secret();
+// files: util/settings.hpp), or nullopt if none is set. A private cache's secret is this user's
+// (or root's) and readable by no one else (0600). A shared cache's (team mode) may be any team
+// member's and readable by the group (0640: chgrp team, so that every member can sign and
+// verify), never writable by the group nor readable by others. Throws Error(permission/io)
+// otherwise, or if the file cannot be read.
+std::optional<std::string> configured_secret(bool shared);
 
 }  // namespace progcache
