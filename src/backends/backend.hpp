@@ -135,12 +135,17 @@ class Backend {
   virtual void set_max_size_bytes(uint64_t) {}
   // Metadata side channel: small records (memos, in the entry format) kept beside the entries
   // and never counted, listed, exported, evicted or cleared as entries. nullopt when absent.
-  // A store keeps at most kMaxMetaRecords (older ones are dropped first where it knows the
-  // order): memos are hints, and their number must stay bounded. Throws Error when the store
-  // fails.
+  // A store keeps at most about kMaxMetaRecords (older ones are dropped first where it knows the
+  // order): memos are hints, and their number must stay bounded. A lasting record (a setting a
+  // person made: is_lasting_meta) is never dropped to make room, and a store that resets itself
+  // after damage keeps it where it can still be read. Throws Error when the store fails.
   [[nodiscard]] virtual std::optional<std::string> get_meta(std::string_view name) = 0;
   virtual void put_meta(std::string_view name, ByteView record) = 0;
   static constexpr size_t kMaxMetaRecords = 20000;
+  static constexpr std::string_view kLastingMetaPrefix = "config/";
+  static constexpr bool is_lasting_meta(std::string_view name) {
+    return name.substr(0, kLastingMetaPrefix.size()) == kLastingMetaPrefix;
+  }
 
   // Where the store lives, for whoever shares it: a directory beside it where the processes
   // opening the same store can create lock files, or "" for a store private to this process.

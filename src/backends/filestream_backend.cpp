@@ -470,6 +470,43 @@ void FileStreamBackend::put_meta(std::string_view name, ByteView record) {
     ::unlinkat(tmp_fd_.get(), tmp.c_str(), 0);
     throw_errno("cannot write a memo in '" + dir_ + "/meta'", err);
   }
+  // Counting the memos costs a directory read: a process's first memo and every
+  // kMetaTrimEvery-th do it, so the directory stays within kMaxMetaRecords + a few hundred.
+  if (meta_puts_.fetch_add(1, std::memory_order_relaxed) % kMetaTrimEvery == 0) trim_meta(dfd);
+}
+
+namespace {
+
+// Whether a memo file holds a lasting record (a stored cap), by the key in its header.
+bool holds_lasting_meta(int dir_fd, const std::string &name) {
+  Fd fd(::openat(dir_fd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK));
+  uint8_t head[kEntryProbeSize];
+  const ssize_t n = fd ? ::pread(fd.get(), head, sizeof head, 0) : -1;
+  if (n <= 0) return false;
+  const auto key = entry_key_in(ByteView(head, size_t(n)));
+  return key && Backend::is_lasting_meta(key->str());
+}
+
+}  // namespace
+
+// Oldest first (by mtime: a memo rewritten is young again) down to 90% of the bound, so that the
+// next trims find little to do; a lasting record stays.
+void FileStreamBackend::trim_meta(int meta_dir_fd) {
+  std::vector<std::pair<int64_t, std::string>> memos;
+  for_each_name(meta_dir_fd, [&](const std::string &name) {
+    struct stat st;
+    if (is_entry_name(name.c_str()) &&
+        ::fstatat(meta_dir_fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0)
+      memos.emplace_back(mtime_ns(st), name);
+  });
+  if (memos.size() <= kMaxMetaRecords) return;
+  std::sort(memos.begin(), memos.end());
+  size_t excess = memos.size() - kMaxMetaRecords * 9 / 10;
+  for (const auto &memo : memos) {
+    if (excess == 0) break;
+    if (holds_lasting_meta(meta_dir_fd, memo.second)) continue;
+    if (::unlinkat(meta_dir_fd, memo.second.c_str(), 0) == 0 || errno == ENOENT) --excess;
+  }
 }
 
 std::string FileStreamBackend::temp_name() {

@@ -59,6 +59,8 @@ class FileStreamBackend final : public Backend, public SharedCounters {
   class StatsLock;
 
   std::string entry_name(ByteView key) const;
+  void trim_meta(int meta_dir_fd);
+  static constexpr uint64_t kMetaTrimEvery = 512;
   int shard_fd(int shard, bool create);
   // shard_fd, checked to still be the directory the shard's name holds: one replaced since it
   // was opened (by another directory, a symbolic link, a file) is opened afresh, and
@@ -108,6 +110,7 @@ class FileStreamBackend final : public Backend, public SharedCounters {
   Fd dir_fd_;
   Fd tmp_fd_;
   std::atomic<int> meta_fd_{-1};
+  std::atomic<uint64_t> meta_puts_{0};  // this process's; every kMetaTrimEvery-th trims
   ForkSafeMutex shard_mutex_{ForkSafeMutex::kInner};
   std::array<std::atomic<int>, kShards> shard_fds_;
   // Descriptors of shard directories found replaced: other threads may still be using them,

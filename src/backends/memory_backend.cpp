@@ -85,7 +85,11 @@ std::optional<std::string> MemoryBackend::get_meta(std::string_view name) {
 
 void MemoryBackend::put_meta(std::string_view name, ByteView record) {
   std::lock_guard lock(mutex_);
-  if (meta_.size() >= kMaxMetaRecords && !meta_.count(name)) meta_.erase(meta_.begin());
+  if (meta_.size() >= kMaxMetaRecords && !meta_.count(name)) {
+    auto victim = meta_.begin();
+    while (victim != meta_.end() && is_lasting_meta(victim->first)) ++victim;
+    if (victim != meta_.end()) meta_.erase(victim);
+  }
   meta_.insert_or_assign(std::string(name), std::string(record.str()));
 }
 

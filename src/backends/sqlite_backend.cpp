@@ -54,8 +54,8 @@ constexpr const char *kSql[] = {
     "DELETE FROM recency",
     "SELECT record FROM memo WHERE name = ?1",
     "INSERT OR REPLACE INTO memo(name, record) VALUES(?1, ?2)",
-    ("DELETE FROM memo WHERE rowid IN (SELECT rowid FROM memo ORDER BY rowid LIMIT"
-     " max(0, (SELECT count(*) FROM memo) - ?1))"),
+    ("DELETE FROM memo WHERE rowid IN (SELECT rowid FROM memo WHERE substr(name, 1, 7) <>"
+     " 'config/' ORDER BY rowid LIMIT max(0, (SELECT count(*) FROM memo) - ?1))"),
     "DELETE FROM entries WHERE rowid = ?1 RETURNING size",
     "SELECT count(*), total(max(size, 0)) FROM entries",
     ("SELECT (SELECT value FROM meta WHERE name = 'total_size'),"
@@ -700,23 +700,25 @@ std::optional<std::string> SqliteBackend::get_meta(std::string_view name) {
 void SqliteBackend::put_meta(std::string_view name, ByteView record) {
   std::lock_guard lock(mutex_);
   if (read_only_) return;
-  with_recovery([&] {
-    write_txn([&] {
-      if (!memo_table_ready_) {
-        const int rc = sqlite3_exec(db_, kMemoSchema, nullptr, nullptr, nullptr);
-        if (rc != SQLITE_OK) fail(rc, "cannot create the memo table");
-        memo_table_ready_ = true;
-      }
-      StmtScope q{stmt(kMemoPut)};
-      sqlite3_bind_text(q.s, 1, name.data(), int(name.size()), SQLITE_STATIC);
-      sqlite3_bind_blob64(q.s, 2, record.data, record.size, SQLITE_STATIC);
-      int rc = sqlite3_step(q.s);
-      if (rc != SQLITE_DONE) fail(rc, "cannot write a memo");
-      StmtScope trim{stmt(kMemoTrim)};
-      sqlite3_bind_int64(trim.s, 1, int64_t(kMaxMetaRecords));
-      rc = sqlite3_step(trim.s);
-      if (rc != SQLITE_DONE) fail(rc, "cannot trim the memos");
-    });
+  with_recovery([&] { put_meta_locked(name, record); });
+}
+
+void SqliteBackend::put_meta_locked(std::string_view name, ByteView record) {
+  write_txn([&] {
+    if (!memo_table_ready_) {
+      const int rc = sqlite3_exec(db_, kMemoSchema, nullptr, nullptr, nullptr);
+      if (rc != SQLITE_OK) fail(rc, "cannot create the memo table");
+      memo_table_ready_ = true;
+    }
+    StmtScope q{stmt(kMemoPut)};
+    sqlite3_bind_text(q.s, 1, name.data(), int(name.size()), SQLITE_STATIC);
+    sqlite3_bind_blob64(q.s, 2, record.data, record.size, SQLITE_STATIC);
+    int rc = sqlite3_step(q.s);
+    if (rc != SQLITE_DONE) fail(rc, "cannot write a memo");
+    StmtScope trim{stmt(kMemoTrim)};
+    sqlite3_bind_int64(trim.s, 1, int64_t(kMaxMetaRecords));
+    rc = sqlite3_step(trim.s);
+    if (rc != SQLITE_DONE) fail(rc, "cannot trim the memos");
   });
 }
 

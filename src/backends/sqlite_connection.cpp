@@ -507,9 +507,35 @@ void SqliteBackend::check_schema_text() {
   throw CorruptDatabase("its schema is not the one progcache writes (damaged or altered)");
 }
 
+namespace {
+
+using MetaRecords = std::vector<std::pair<std::string, std::string>>;
+
+// The lasting memos (a cap a person stored) that damage left readable; nothing if none is.
+MetaRecords read_lasting_meta(sqlite3 *db) {
+  MetaRecords out;
+  sqlite3_stmt *s = nullptr;
+  if (sqlite3_prepare_v2(db, "SELECT name, record FROM memo WHERE substr(name, 1, 7) = 'config/'",
+                         -1, &s, nullptr) != SQLITE_OK)
+    return out;
+  while (sqlite3_step(s) == SQLITE_ROW) {
+    const auto *name = reinterpret_cast<const char *>(sqlite3_column_text(s, 0));
+    const auto *record = static_cast<const char *>(sqlite3_column_blob(s, 1));
+    if (name && Backend::is_lasting_meta(name))
+      out.emplace_back(name, std::string(record ? record : "", size_t(sqlite3_column_bytes(s, 1))));
+  }
+  sqlite3_finalize(s);
+  return out;
+}
+
+}  // namespace
+
 void SqliteBackend::reset_database(const std::string &why) {
   // Reset in place: other processes may hold the file open, so it is never deleted or renamed.
-  // VACUUM with RESET_DATABASE takes the exclusive lock itself.
+  // VACUUM with RESET_DATABASE takes the exclusive lock itself. The cap a person stored is kept
+  // if it can still be read (the cache verifies it when it reads it): an emptied cache must not
+  // also become unbounded.
+  const MetaRecords lasting = read_lasting_meta(db_);
   for (auto &s : stmts_) {
     sqlite3_finalize(s);
     s = nullptr;
@@ -527,6 +553,13 @@ void SqliteBackend::reset_database(const std::string &why) {
                      "); it was reset to empty in place");
   set_journal_mode();
   init_schema();
+  memo_table_ready_ = false;
+  for (const auto &[name, record] : lasting) {
+    try {
+      put_meta_locked(name, ByteView(record));
+    } catch (const Error &) {  // the cache then applies the default cap, never none
+    }
+  }
 }
 
 }  // namespace progcache

@@ -72,6 +72,7 @@ std::vector<std::string> split_tiers(const std::string &text) {
 }
 
 constexpr std::string_view kCapMemo = "config/max_size";
+static_assert(Backend::is_lasting_meta(kCapMemo), "a trim or a reset must never drop the cap");
 
 }  // namespace
 
