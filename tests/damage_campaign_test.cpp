@@ -7,8 +7,10 @@
 //   - puts that overflow the cap keep size under it and leave count and size exact again.
 // PCACHE_CAMPAIGN_TRIALS and PCACHE_CAMPAIGN_SEED override the defaults; a failure names the seed
 // and the damage, which reproduce it.
+#define PCACHE_ADMIN_UNSTABLE 1
 #include <fcntl.h>
 #include <gtest/gtest.h>
+#include <progcache/progcache_admin.h>
 #include <sqlite3.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -17,8 +19,10 @@
 #include <cstdio>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <random>
 
+#include "differential.hpp"
 #include "proc_util.hpp"
 #include "test_util.hpp"
 
@@ -30,6 +34,8 @@ namespace {
 constexpr uint64_t kCap = 48 * 1024;
 constexpr int kStored = 12;
 constexpr int kLaterPuts = 16;
+constexpr const char *kForeignRow = "row with a TEXT key";
+constexpr uint64_t kForeignSize = 4000;
 
 uint32_t env_or(const char *name, uint32_t fallback) {
   const char *v = std::getenv(name);
@@ -62,7 +68,9 @@ bool sweep(Handle &c, const Values &values, uint64_t *served, uint64_t *bytes) {
 }
 
 // The child's checks; 0 when all hold, else the number of the first that failed.
-int check_damaged_cache(const std::string &uri, Values values, uint32_t seed) {
+// foreign: a row no key reaches (a TEXT key) was added: it stays counted (it occupies the
+// space) until an eviction reaches it, which the later puts need not do.
+int check_damaged_cache(const std::string &uri, Values values, uint32_t seed, bool foreign) {
   ::alarm(60);  // a spin or a hang is a failure, not a stuck test run
   pcache_options o;
   pcache_options_init(&o, sizeof o);
@@ -78,6 +86,13 @@ int check_damaged_cache(const std::string &uri, Values values, uint32_t seed) {
   // The first sweep meets the damage (and may reset a database it finds damaged midway, taking
   // entries it already served); the second sees what is left.
   if (!sweep(c, values, &served, &bytes) || !sweep(c, values, &served, &bytes)) return 2;
+  // Damaged counters are never an error: statistics read (whatever they say) and gets go on.
+  pcache_shared_stats shared{};
+  shared.struct_size = sizeof shared;
+  if (pcache_get_shared_stats(c, &shared) != PCACHE_OK) {
+    std::fprintf(stderr, "shared stats: %s\n", pcache_last_error());
+    return 9;
+  }
   // Damage may leave a row no key reaches (a foreign key type); it goes with the first eviction.
   // Nothing can make the totals smaller than what is served, or absurd.
   if (c.count() < served || c.count() > kStored + 1 || c.size() < bytes || c.size() > 4 * kCap) {
@@ -101,7 +116,8 @@ int check_damaged_cache(const std::string &uri, Values values, uint32_t seed) {
     }
   }
   if (!sweep(c, values, &served, &bytes)) return 6;
-  if (c.count() != served || c.size() != bytes) {
+  const bool foreign_left = foreign && c.count() == served + 1 && c.size() == bytes + kForeignSize;
+  if (!foreign_left && (c.count() != served || c.size() != bytes)) {
     std::fprintf(stderr, "after puts: count %llu size %llu, served %llu entries %llu bytes\n",
                  (unsigned long long)c.count(), (unsigned long long)c.size(),
                  (unsigned long long)served, (unsigned long long)bytes);
@@ -183,11 +199,29 @@ std::string damage_sqlite(const std::string &db, std::mt19937 &rng) {
   int64_t page = sql_int(db, "PRAGMA page_size");
   if (page <= 0) page = 4096;  // an earlier damage made the file unreadable
   if (size == 0) return "empty file";
-  switch (rng() % 8) {
+  switch (rng() % 10) {
     case 0: {
       const uint64_t at = rng() % size;
       flip_bit(db, at, int(rng() % 8));
       return "bit flipped at byte " + std::to_string(at);
+    }
+    case 8: {
+      // Inside a table's statement in sqlite_master: a CHECK constraint that no put passes, a
+      // type or a name that no statement prepares against, or a schema SQLite cannot parse.
+      const std::string bytes = read_file(db);
+      const size_t at = bytes.find("CREATE TABLE entries");
+      if (at == std::string::npos) return "no schema text to damage";
+      const size_t len = std::min<size_t>(160, bytes.size() - at);
+      const uint64_t where = at + rng() % len;
+      flip_bit(db, where, int(rng() % 7));  // bit 7 makes a byte no parser reads as text
+      return "schema bit flipped at byte " + std::to_string(where);
+    }
+    case 9: {
+      static const char *const kJunk[] = {"'many'", "-7", "9.9e30", "x'00ff'", "NULL"};
+      const char *junk = kJunk[rng() % 5];
+      sql_exec(db, std::string("PRAGMA ignore_check_constraints=1; UPDATE meta SET value = ") +
+                       junk + " WHERE name NOT IN ('total_size', 'entry_count')");
+      return std::string("counters set to ") + junk;
     }
     case 1: {
       const uint64_t at = rng() % 100;  // the database header
@@ -218,7 +252,8 @@ std::string damage_sqlite(const std::string &db, std::mt19937 &rng) {
                "INSERT INTO recency VALUES(last_insert_rowid(), -1, 0);"
                "UPDATE meta SET value = value + 4000 WHERE name = 'total_size';"
                "UPDATE meta SET value = value + 1 WHERE name = 'entry_count';");
-      return "row with a TEXT key";
+      static_assert(kForeignSize == 4000);
+      return kForeignRow;
     }
     case 5: {
       const int64_t total = int64_t(rng() % 200000) - 100000, count = int64_t(rng() % 60) - 30;
@@ -266,11 +301,28 @@ std::string damage_filestream(const std::string &dir, std::mt19937 &rng) {
   const std::string &victim = entries[v];
   const uint64_t size = file_size(victim);
   if (size == 0) return "an empty entry";
-  switch (rng() % 8) {
+  switch (rng() % 9) {
     case 0: {
       const uint64_t at = rng() % size;
       flip_bit(victim, at, int(rng() % 8));
       return "bit flipped at byte " + std::to_string(at) + " of an entry";
+    }
+    case 8: {
+      // The shard directory replaced in place: its entries must leave the totals.
+      const std::string shard = fs::path(victim).parent_path();
+      const std::string moved = dir + "/moved-" + std::to_string(rng());
+      EXPECT_EQ(::rename(shard.c_str(), moved.c_str()), 0);
+      switch (rng() % 3) {
+        case 0:
+          EXPECT_EQ(::symlink(moved.c_str(), shard.c_str()), 0);
+          return "a shard directory replaced by a symbolic link to it";
+        case 1:
+          write_file(shard, "not a directory");
+          return "a shard directory replaced by a file";
+        default:
+          EXPECT_EQ(::mkdir(shard.c_str(), 0700), 0);
+          return "a shard directory replaced by an empty one";
+      }
     }
     case 1: {
       const uint64_t at = rng() % std::min<uint64_t>(size, 64);  // the entry header
@@ -334,13 +386,267 @@ void run_campaign(const std::string &scheme, const std::string &file, Damager da
     std::string what;
     for (uint32_t k = 0, n = 1 + rng() % 3; k < n; ++k)
       what += (what.empty() ? "" : "; ") + damage(path, rng);
-    const int rc = wait_for(spawn([&] { return check_damaged_cache(uri, values, seed); }));
+    const bool foreign = what.find(kForeignRow) != std::string::npos;
+    const int rc = wait_for(spawn([&] { return check_damaged_cache(uri, values, seed, foreign); }));
     EXPECT_EQ(rc, 0) << scheme << " seed " << seed << " (" << what << "): check " << rc
                      << " failed";
   }
 }
 
+// The memo surface: the cap `progcache config` stores and the memos a compile keeps (the NVRTC
+// build's identity, file facts, include scans, observations). Damage to them may cost a compile,
+// never change one's bytes, and never lift the cap.
+constexpr const char *kMemoCap = "48K";
+constexpr uint64_t kMemoCapBytes = 48 * 1024;
+
+struct MemoTrial {
+  std::string uri, work;
+  difftest::Source source;
+};
+
+// Sets the cap and compiles once through the cache: every kind of memo is written.
+void store_memos(const MemoTrial &t) {
+  pcache_options o;
+  pcache_options_init(&o, sizeof o);
+  pcache *c = nullptr;
+  ASSERT_EQ(pcache_open(t.uri.c_str(), &o, &c), PCACHE_OK) << pcache_last_error();
+  ASSERT_EQ(pcache_admin_config_set(c, "max_size", kMemoCap), PCACHE_OK) << pcache_last_error();
+  const difftest::Outcome first = difftest::compile(c, t.source);
+  EXPECT_EQ(first.status, PCACHE_OK) << first.warning << first.log;
+  pcache_close(c);
+}
+
+// The child's checks; 0 when all hold. fallback: the cap a cache whose stored cap cannot be
+// verified applies (the configuration's, else the default).
+int check_damaged_memos(const MemoTrial &t, bool cap_gone) {
+  ::alarm(120);
+  pcache_options o;
+  pcache_options_init(&o, sizeof o);
+  pcache *c = nullptr;
+  if (pcache_open(t.uri.c_str(), &o, &c) != PCACHE_OK) {
+    std::fprintf(stderr, "open: %s\n", pcache_last_error());
+    return 1;
+  }
+  pcache_admin_info info{};
+  info.struct_size = sizeof info;
+  if (pcache_admin_info_get(c, &info) != PCACHE_OK) return 2;
+  const uint64_t cap = info.max_size_bytes;
+  if (cap != kMemoCapBytes && cap != (5ull << 30) && !(cap == 0 && cap_gone)) {
+    std::fprintf(stderr, "cap %llu (%s): neither the stored one nor the default\n",
+                 (unsigned long long)cap, info.max_size_source);
+    return 3;
+  }
+  const difftest::Outcome fresh = difftest::compile(nullptr, t.source);
+  const difftest::Outcome cached = difftest::compile(c, t.source);
+  const difftest::Outcome again = difftest::compile(c, t.source);
+  pcache_close(c);
+  if (fresh.status != PCACHE_OK) {
+    std::fprintf(stderr, "uncached compile: %s %s\n", fresh.warning.c_str(), fresh.log.c_str());
+    return 4;
+  }
+  if (cached.status != fresh.status || cached.bytes != fresh.bytes) {
+    std::fprintf(stderr, "through the cache: %s, %zu bytes (%s) against %zu uncached\n",
+                 pcache_status_string(cached.status), cached.bytes.size(),
+                 cached.from_cache ? "a hit" : "compiled", fresh.bytes.size());
+    return 5;
+  }
+  if (again.bytes != fresh.bytes || !again.from_cache) {
+    std::fprintf(stderr, "the next compile %s: %s\n", again.from_cache ? "differs" : "missed",
+                 again.warning.c_str());
+    return 6;
+  }
+  return 0;
+}
+
+std::vector<std::string> sql_names(const std::string &db) {
+  std::vector<std::string> out;
+  sqlite3 *h = nullptr;
+  if (sqlite3_open(db.c_str(), &h) == SQLITE_OK) {
+    sqlite3_stmt *s = nullptr;
+    if (sqlite3_prepare_v2(h, "SELECT name FROM memo ORDER BY name", -1, &s, nullptr) == SQLITE_OK)
+      while (sqlite3_step(s) == SQLITE_ROW)
+        out.emplace_back(reinterpret_cast<const char *>(sqlite3_column_text(s, 0)));
+    sqlite3_finalize(s);
+  }
+  sqlite3_close(h);
+  return out;
+}
+
+std::string sql_quote(const std::string &text) {
+  std::string out = "'";
+  for (char ch : text) out += ch == '\'' ? std::string("''") : std::string(1, ch);
+  return out + "'";
+}
+
+// One kind of damage to a SQLite cache's memos; *cap_gone when it may have removed the cap.
+std::string damage_sqlite_memos(const std::string &db, std::mt19937 &rng, bool *cap_gone,
+                                const std::string &cap) {
+  const std::vector<std::string> names = sql_names(db);
+  if (names.empty()) return "no memos left";
+  const std::string victim = names[rng() % names.size()];
+  const std::string other = names[rng() % names.size()];
+  const std::string v = sql_quote(victim), o = sql_quote(other);
+  const bool is_cap = victim == cap;
+  switch (rng() % 8) {
+    case 0: {
+      const int64_t at = int64_t(rng() % 200);
+      const int bit = int(rng() % 8);
+      sql_exec(db, "UPDATE memo SET record = substr(record, 1, " + std::to_string(at) +
+                       ") || CAST(char(unicode(CAST(substr(record, " + std::to_string(at + 1) +
+                       ", 1) AS TEXT)) ^ " + std::to_string(1 << bit) +
+                       ") AS BLOB) || substr(record, " + std::to_string(at + 2) +
+                       ") WHERE name = " + v);
+      return "a bit of memo " + victim + " flipped";
+    }
+    case 1:
+      sql_exec(db,
+               "UPDATE memo SET record = substr(record, 1, length(record) / 2) WHERE name = " + v);
+      return "memo " + victim + " truncated";
+    case 2:
+      sql_exec(db, "UPDATE memo SET record = (SELECT record FROM memo WHERE name = " + o +
+                       ") WHERE name = " + v);
+      return "memo " + other + "'s record copied over " + victim + "'s";
+    case 3:
+      sql_exec(db, "UPDATE memo SET record = randomblob(" + std::to_string(1 + rng() % 300) +
+                       ") WHERE name = " + v);
+      return "memo " + victim + " replaced by junk";
+    case 4:
+      *cap_gone |= is_cap || other == cap;
+      sql_exec(db, "DELETE FROM memo WHERE name = " + o + " AND name <> " + v +
+                       "; UPDATE memo SET name = " + o + " WHERE name = " + v);
+      return "memo " + victim + " renamed " + other;
+    case 5:
+      *cap_gone |= is_cap;
+      sql_exec(db, "DELETE FROM memo WHERE name = " + v);
+      return "memo " + victim + " deleted";
+    case 6:
+      *cap_gone = true;
+      sql_exec(db, "DROP TABLE memo");
+      return "the memo table dropped";
+    default:
+      sql_exec(db, std::string("UPDATE memo SET record = ") +
+                       (rng() % 2 ? "'text, not a blob'" : "42") + " WHERE name = " + v);
+      return "memo " + victim + " of the wrong type";
+  }
+}
+
+// One kind of damage to a file-stream cache's memos; *cap_gone when it may have removed the cap.
+std::string damage_filestream_memos(const std::string &dir, std::mt19937 &rng, bool *cap_gone,
+                                    const std::string &cap) {
+  const std::string meta = dir + "/meta";
+  std::vector<std::string> files = list_files(meta);
+  std::sort(files.begin(), files.end());
+  if (files.empty()) return "no memos left";
+  const std::string victim = files[rng() % files.size()];
+  const std::string other = files[rng() % files.size()];
+  const bool is_cap = victim == cap;
+  const uint64_t size = file_size(victim);
+  switch (rng() % 8) {
+    case 0: {
+      const uint64_t at = size ? rng() % size : 0;
+      flip_bit(victim, at, int(rng() % 8));
+      return "a bit of a memo flipped at byte " + std::to_string(at);
+    }
+    case 1:
+      EXPECT_EQ(::truncate(victim.c_str(), off_t(size ? rng() % size : 0)), 0);
+      return "a memo truncated";
+    case 2: {
+      const std::string a = read_file(victim), b = read_file(other);
+      write_file(victim, b);
+      write_file(other, a);
+      return "two memos swapped";
+    }
+    case 3:
+      write_file(victim, random_bytes(rng, 1 + rng() % 300));
+      return "a memo replaced by junk";
+    case 4:
+      *cap_gone |= is_cap || other == cap;
+      EXPECT_EQ(::rename(victim.c_str(), other.c_str()), 0);
+      return "a memo renamed over another";
+    case 5:
+      *cap_gone |= is_cap;
+      EXPECT_EQ(::unlink(victim.c_str()), 0);
+      EXPECT_EQ(::mkfifo(victim.c_str(), 0600), 0);
+      return "a memo replaced by a FIFO";
+    case 6:
+      *cap_gone |= is_cap;
+      EXPECT_EQ(::unlink(victim.c_str()), 0);
+      EXPECT_EQ(::symlink("/dev/zero", victim.c_str()), 0);
+      return "a memo replaced by a symbolic link to /dev/zero";
+    default:
+      *cap_gone = true;
+      remove_tree(meta);
+      write_file(meta, "not a directory");
+      return "the memo directory replaced by a file";
+  }
+}
+
+// cap: where the stored cap lives (the memo's name in SQLite, its file in a file-stream cache).
+using MemoDamager = std::string (*)(const std::string &, std::mt19937 &, bool *,
+                                    const std::string &);
+
+// The file of a file-stream cache's memo, found by the name inside it (before any damage).
+std::string memo_file(const std::string &dir, const std::string &name) {
+  for (const std::string &f : list_files(dir + "/meta"))
+    if (read_file(f).find(name) != std::string::npos) return f;
+  return "";
+}
+
+void run_memo_campaign(const std::string &scheme, const std::string &file, MemoDamager damage) {
+  // A cap from the environment or a config file would hide the stored one.
+  ScopedEnv no_cap("PCACHE_MAX_SIZE", "");
+  ::unsetenv("PCACHE_MAX_SIZE");
+  const uint32_t trials = env_or("PCACHE_CAMPAIGN_TRIALS", 16);
+  const uint32_t base = env_or("PCACHE_CAMPAIGN_SEED", 20261125);
+  for (uint32_t trial = 0; trial < trials; ++trial) {
+    const uint32_t seed = base + trial;
+    std::mt19937 rng(seed);
+    TempDir d;
+    ScopedEnv config_home("XDG_CONFIG_HOME", d / "config");
+    const bool signed_cache = rng() % 2;
+    std::optional<ScopedEnv> secret;
+    if (signed_cache) {
+      write_file(d / "secret", "the campaign's secret");
+      ASSERT_EQ(::chmod((d / "secret").c_str(), 0600), 0);
+      secret.emplace("PCACHE_SECRET_FILE", d / "secret");
+    } else {
+      ::unsetenv("PCACHE_SECRET_FILE");
+    }
+    MemoTrial t;
+    t.uri = scheme + ":" + (d / file);
+    t.work = d / "w";
+    ASSERT_EQ(::mkdir(t.work.c_str(), 0700), 0);
+    difftest::write_aged(t.work + "/a.h", "#include \"b.h\"\n#define A (B + 1)\n");
+    difftest::write_aged(t.work + "/b.h", "#define B 41\n");
+    t.source.text = "#include \"a.h\"\nextern \"C\" __global__ void k(int *x) { *x = A; }\n";
+    t.source.options = {"-arch=sm_90", "-I" + t.work};
+    store_memos(t);
+    const std::string cap =
+        scheme == "sqlite" ? "config/max_size" : memo_file(d / file, "config/max_size");
+    ASSERT_FALSE(cap.empty());
+    std::string what;
+    bool cap_gone = false;
+    for (uint32_t k = 0, n = 1 + rng() % 3; k < n; ++k)
+      what += (what.empty() ? "" : "; ") + damage(d / file, rng, &cap_gone, cap);
+    if (rng() % 3 == 0) {  // the memos now describe a header that changed
+      difftest::write_aged(t.work + "/b.h", "#define B 6\n", 30);
+      what += "; b.h changed";
+    }
+    const int rc = wait_for(spawn([&] { return check_damaged_memos(t, cap_gone); }));
+    EXPECT_EQ(rc, 0) << scheme << " memos, seed " << seed << (signed_cache ? ", signed" : "")
+                     << " (" << what << "): check " << rc << " failed";
+  }
+}
+
 }  // namespace
+
+TEST(DamageCampaign, SqliteMemos) {
+  run_memo_campaign("sqlite", "cache.db", &damage_sqlite_memos);
+}
+
+TEST(DamageCampaign, FileStreamMemos) {
+  run_memo_campaign("filestream", "fs", &damage_filestream_memos);
+}
 
 TEST(DamageCampaign, Sqlite) {
   run_campaign("sqlite", "cache.db", &damage_sqlite);
