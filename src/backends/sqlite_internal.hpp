@@ -5,7 +5,9 @@
 #include <sqlite3.h>
 
 #include <chrono>
+#include <set>
 #include <string>
+#include <string_view>
 #include <thread>
 
 #include "backends/sqlite_backend.hpp"
@@ -53,6 +55,12 @@ constexpr const char *kSchemaVersion1Tables =
 // versions read: a version-1 database gains the table when it is first opened for writing.
 constexpr const char *kMemoSchema =
     "CREATE TABLE IF NOT EXISTS memo(name TEXT PRIMARY KEY NOT NULL, record BLOB NOT NULL);";
+
+// The schema check's two views (sqlite_connection.cpp): what sqlite_master holds, one
+// normalized "type|name|statement|" row per table and index, and what it must hold for a script
+// of our own CREATE statements, modelled from their text.
+std::set<std::string> schema_of(sqlite3 *db);
+std::set<std::string> modelled_schema(std::string_view script);
 
 struct CorruptDatabase : Error {
   explicit CorruptDatabase(const std::string &m) : Error(Status::corrupt, m) {}
