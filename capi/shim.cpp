@@ -108,6 +108,8 @@ progcache::ProgramDesc to_desc(const pcache_program *program) {
   const pcache_program &p = *program;
   progcache::ProgramDesc d;
   if (p.name) d.name = p.name;
+  if (p.code_type < PCACHE_CODE_CXX || p.code_type > PCACHE_CODE_NVVM)
+    throw invalid("program->code_type " + std::to_string(p.code_type) + " is not a PCACHE_CODE_*");
   d.code_type = static_cast<progcache::CodeType>(p.code_type);
   if (p.target < PCACHE_TARGET_CUBIN || p.target > PCACHE_TARGET_LTOIR)
     throw invalid("program->target " + std::to_string(p.target) + " is not a PCACHE_TARGET_*");

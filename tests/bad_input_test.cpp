@@ -48,6 +48,9 @@ TEST(BadInput, EveryPublicFunctionAnswersBadInputWithTheDocumentedStatus) {
   prog.source = "__global__ void k() {}";
   pcache_program small_prog = prog;
   small_prog.struct_size = 8;
+  pcache_program bad_code_type = prog, bad_target = prog;
+  bad_code_type.code_type = -1;  // was read as an index into a table of names
+  bad_target.target = PCACHE_TARGET_LTOIR + 1;
   pcache_compiled *compiled = nullptr;
   pcache_module *module = nullptr;
   pcache_options small_opts{};
@@ -95,6 +98,10 @@ TEST(BadInput, EveryPublicFunctionAnswersBadInputWithTheDocumentedStatus) {
       {"load_module NULL out", [&] { return pcache_load_module(live, &prog, nullptr); }, INVALID},
       {"load_module NULL program", [&] { return pcache_load_module(live, nullptr, &module); },
        INVALID},
+      {"make_key code_type -1", [&] { return pcache_make_key(&bad_code_type, key); }, INVALID},
+      {"compile code_type -1", [&] { return pcache_compile(live, &bad_code_type, &compiled); },
+       INVALID},
+      {"make_key target LTOIR + 1", [&] { return pcache_make_key(&bad_target, key); }, INVALID},
       // NULL data with a size
       {"put NULL data, size 3", [&] { return pcache_put(live, "k", 1, nullptr, 3); }, INVALID},
       {"get_into NULL buffer, capacity 3",

@@ -47,7 +47,7 @@ want='entries: +0' check "empty after clear" 0 "$pc" stats
 want='is not a size' check "bad PCACHE_MAX_SIZE exits 2" 2 env PCACHE_MAX_SIZE=lots "$pc" stats
 want='MAJOR.MINOR' check "evict --nvrtc-version 1.x is a usage error" 2 "$pc" evict --nvrtc-version 1.x
 want='is not a size' check "an empty max_size= is refused, not unbounded" 2 "$pc" --cache "sqlite:$work/p.db?max_size=" stats
-want='too large' check "a max_size that would wrap is refused" 2 "$pc" --cache "sqlite:$work/p.db?max_size=16777216T" stats
+want='larger than 1 EiB' check "a max_size that would wrap is refused" 2 "$pc" --cache "sqlite:$work/p.db?max_size=16777216T" stats
 want='too large' check "a 19-digit timeout is refused" 2 "$pc" --cache "sqlite:$work/p.db?busy_timeout_ms=9999999999999999999" stats
 
 # The command line is parsed by getopt_long against the command table: --opt=value and --opt value

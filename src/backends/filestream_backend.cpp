@@ -403,7 +403,9 @@ void FileStreamBackend::put(ByteView key, Blob &&record, uint64_t payload_size) 
   const Stored old = stored_payload_size(dfd, name);
   begin_update_locked();
   if (sys::renameat(tmp_fd_.get(), tmp.c_str(), dfd, name.c_str()) != 0) {
+    const int err = errno;
     write_totals_locked(t);  // nothing changed
+    errno = err;             // the rename's reason, not the stats file's
     discard("cannot move a cache entry into place");
   }
   if (fsync_) ::fsync(dfd);

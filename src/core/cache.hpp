@@ -21,7 +21,7 @@ class TieredBackend;
 
 struct CacheOptions {
   // The cap the caller wants (0 = none), or kConfiguredCap: the cap the configuration gives
-  // (see Cache::resolve_cap). A URI's ?max_size= overrides either.
+  // (see Cache::configured_cap). A URI's ?max_size= overrides either.
   static constexpr uint64_t kConfiguredCap = UINT64_MAX;
   uint64_t max_size_bytes = 0;
   bool allow_shared = false;          // trust directories other users own or can write

@@ -2,7 +2,7 @@
 
 #include <cstring>
 
-#include "util/endian.hpp"
+#include "util/byte_io.hpp"
 
 namespace progcache {
 namespace {
@@ -20,83 +20,82 @@ enum Tag : uint8_t {
   kIdentity,
 };
 
-void put_u32(std::string &out, uint32_t v) {
-  append_le(out, v, 4);
+// One record: a tag byte, then the value as a u32 length and its bytes.
+void record(ByteWriter &out, uint8_t tag, std::string_view value) {
+  out.u8(tag);
+  out.str(value);
 }
-void put_u64(std::string &out, uint64_t v) {
-  append_le(out, v, 8);
+void record_u32(ByteWriter &out, uint8_t tag, uint32_t value) {
+  ByteWriter v;
+  v.u32(value);
+  record(out, tag, v.data());
 }
-void record(std::string &out, uint8_t tag, std::string_view value) {
-  out.push_back(char(tag));
-  put_u32(out, uint32_t(value.size()));
-  out.append(value);
-}
+// A pair inside one value: the first as a u32 length and its bytes, the second to the end.
 std::string pair_value(const std::string &a, const std::string &b) {
-  std::string v;
-  put_u32(v, uint32_t(a.size()));
-  v += a;
-  v += b;
-  return v;
+  ByteWriter v;
+  v.str(a);
+  v.bytes(b);
+  return v.take();
+}
+std::optional<std::pair<std::string, std::string>> split_pair(std::string_view v) {
+  ByteReader r(v);
+  const std::string_view first = r.str();
+  const std::string_view second = r.rest();
+  if (!r.done()) return std::nullopt;
+  return std::make_pair(std::string(first), std::string(second));
+}
+// A fixed-size number value: exactly size bytes.
+std::optional<uint64_t> number_value(std::string_view v, size_t size) {
+  if (v.size() != size) return std::nullopt;
+  return load_le(reinterpret_cast<const uint8_t *>(v.data()), int(size));
 }
 
 }  // namespace
 
 std::string encode_meta(const CompiledMeta &m) {
-  std::string out(kMagic, 4);
-  std::string v;
-  put_u32(v, uint32_t(m.target));
-  record(out, kTarget, v);
-  v.clear();
-  put_u32(v, m.nvrtc_version);
-  record(out, kNvrtcVersion, v);
-  v.clear();
-  put_u64(v, m.compile_us);
-  record(out, kCompileUs, v);
+  ByteWriter out;
+  out.bytes(std::string_view(kMagic, 4));
+  record_u32(out, kTarget, uint32_t(m.target));
+  record_u32(out, kNvrtcVersion, m.nvrtc_version);
+  ByteWriter us;
+  us.u64(m.compile_us);
+  record(out, kCompileUs, us.data());
   record(out, kProgramName, m.program_name);
   record(out, kLog, m.log);
   for (const auto &[e, s] : m.lowered_names) record(out, kLoweredName, pair_value(e, s));
   for (const auto &[f, d] : m.key_fields) record(out, kKeyField, pair_value(f, d));
   if (!m.identity.empty()) record(out, kIdentity, m.identity);
-  if (m.failure != 0) {
-    v.clear();
-    put_u32(v, uint32_t(m.failure));
-    record(out, kFailure, v);
-  }
-  return out;
+  if (m.failure != 0) record_u32(out, kFailure, uint32_t(m.failure));
+  return out.take();
 }
 
 std::optional<CompiledMeta> decode_meta(ByteView bytes) {
-  if (bytes.size < 4 || std::memcmp(bytes.data, kMagic, 4) != 0) return std::nullopt;
+  ByteReader r(bytes.str());
+  if (r.bytes(4) != std::string_view(kMagic, 4)) return std::nullopt;
   CompiledMeta m;
-  size_t pos = 4;
-  auto split_pair = [](std::string_view v) -> std::optional<std::pair<std::string, std::string>> {
-    if (v.size() < 4) return std::nullopt;
-    const uint64_t n = load_le(reinterpret_cast<const uint8_t *>(v.data()), 4);
-    if (n > v.size() - 4) return std::nullopt;
-    return std::make_pair(std::string(v.substr(4, n)), std::string(v.substr(4 + n)));
-  };
-  while (pos < bytes.size) {
-    if (bytes.size - pos < 5) return std::nullopt;
-    const uint8_t tag = bytes.data[pos];
-    const uint64_t len = load_le(bytes.data + pos + 1, 4);
-    pos += 5;
-    if (len > bytes.size - pos) return std::nullopt;
-    const std::string_view v(reinterpret_cast<const char *>(bytes.data + pos), len);
-    const auto *u = reinterpret_cast<const uint8_t *>(v.data());
-    pos += len;
+  while (!r.failed() && !r.done()) {
+    const uint8_t tag = r.u8();
+    const std::string_view v = r.str();
+    if (r.failed()) return std::nullopt;
     switch (tag) {
-      case kTarget:
-        if (len != 4) return std::nullopt;
-        m.target = int32_t(load_le(u, 4));
+      case kTarget: {
+        const auto n = number_value(v, 4);
+        if (!n) return std::nullopt;
+        m.target = int32_t(*n);
         break;
-      case kNvrtcVersion:
-        if (len != 4) return std::nullopt;
-        m.nvrtc_version = uint32_t(load_le(u, 4));
+      }
+      case kNvrtcVersion: {
+        const auto n = number_value(v, 4);
+        if (!n) return std::nullopt;
+        m.nvrtc_version = uint32_t(*n);
         break;
-      case kCompileUs:
-        if (len != 8) return std::nullopt;
-        m.compile_us = load_le(u, 8);
+      }
+      case kCompileUs: {
+        const auto n = number_value(v, 8);
+        if (!n) return std::nullopt;
+        m.compile_us = *n;
         break;
+      }
       case kProgramName:
         m.program_name = std::string(v);
         break;
@@ -106,11 +105,12 @@ std::optional<CompiledMeta> decode_meta(ByteView bytes) {
       case kIdentity:
         m.identity = std::string(v);
         break;
-      case kFailure:
-        if (len != 4) return std::nullopt;
-        m.failure = int32_t(load_le(u, 4));
-        if (m.failure == 0) return std::nullopt;
+      case kFailure: {
+        const auto n = number_value(v, 4);
+        if (!n || *n == 0) return std::nullopt;
+        m.failure = int32_t(*n);
         break;
+      }
       case kLoweredName:
       case kKeyField: {
         auto p = split_pair(v);
@@ -122,6 +122,7 @@ std::optional<CompiledMeta> decode_meta(ByteView bytes) {
         break;
     }
   }
+  if (r.failed()) return std::nullopt;
   return m;
 }
 

@@ -24,6 +24,7 @@
 #include "util/fork_guard.hpp"
 #include "util/fsutil.hpp"
 #include "util/hex.hpp"
+#include "util/paths.hpp"
 #include "util/stat_identity.hpp"
 #include "util/trust.hpp"
 
@@ -215,9 +216,8 @@ std::string dir_stamp(const std::string &dir, bool *racy) {
 
 // The file named libnvrtc.so.<digits> (of the restricted major) directly in one of dirs.
 bool is_candidate(const std::string &path, const std::vector<std::string> &dirs) {
-  const size_t slash = path.rfind('/');
-  if (slash == std::string::npos) return false;
-  const std::string dir = path.substr(0, slash), name = path.substr(slash + 1);
+  if (path.find('/') == std::string::npos) return false;
+  const std::string dir = parent_dir(path), name = base_name(path);
   constexpr std::string_view prefix = "libnvrtc.so.";
   if (name.compare(0, prefix.size(), prefix) != 0) return false;
   const std::string digits = name.substr(prefix.size());

@@ -13,6 +13,7 @@
 #include "util/error.hpp"
 #include "util/fork_guard.hpp"
 #include "util/fsutil.hpp"
+#include "util/paths.hpp"
 #include "util/stat_identity.hpp"
 
 namespace progcache {
@@ -45,16 +46,6 @@ std::string builtins_soname(const std::string &nvrtc_path, const std::string &bu
   return *name;
 }
 
-std::string dir_of(const std::string &path) {
-  const size_t slash = path.rfind('/');
-  return slash == std::string::npos ? "." : path.substr(0, slash);
-}
-
-std::string basename_of(const std::string &path) {
-  const size_t slash = path.rfind('/');
-  return slash == std::string::npos ? path : path.substr(slash + 1);
-}
-
 }  // namespace
 
 NvrtcIdentity current_nvrtc_identity(const NvrtcLocation &loc, MemoStore *memos) {
@@ -81,14 +72,14 @@ NvrtcIdentity current_nvrtc_identity(const NvrtcLocation &loc, MemoStore *memos)
   if (soname.empty() && id.nvrtc_build_id == file_facts->build_id)
     soname = builtins_soname(loc.path, file_facts->build_id, memos);
   for (const LoadedImage &image : images) {
-    if (!soname.empty() && basename_of(image.path) == soname) {
+    if (!soname.empty() && base_name(image.path) == soname) {
       id.builtins_path = image.path;
       id.builtins_build_id = image.build_id.empty() ? "none" : image.build_id;
       return id;
     }
   }
   if (!soname.empty())
-    id.builtins_path = predict_dlopen_path(soname, *file_facts, dir_of(loc.path));
+    id.builtins_path = predict_dlopen_path(soname, *file_facts, parent_dir(loc.path));
   id.builtins_build_id = "none";
   if (!id.builtins_path.empty())
     if (auto facts = elf_facts_of_file(id.builtins_path); facts && !facts->build_id.empty())

@@ -21,6 +21,7 @@
 #include "cuda/elf_file.hpp"
 #include "cuda/elf_imports.hpp"
 #include "util/fork_guard.hpp"
+#include "util/paths.hpp"
 
 // The 64-bit and extended stat structures the recorders pass through without reading.
 extern "C" {
@@ -1168,8 +1169,7 @@ ForkSafeMutex g_patch_mutex{ForkSafeMutex::kMiddle};  // held while elf_file's i
 std::map<std::string, std::string> g_patched;         // object path -> "" or why it is not observed
 
 bool is_nvrtc_object(const std::string &path) {
-  const std::string base = path.substr(path.rfind('/') + 1);
-  return base.rfind("libnvrtc", 0) == 0;
+  return base_name(path).rfind("libnvrtc", 0) == 0;
 }
 
 // Redirects one object's imports; "" when it is observed from now on, else why not.

@@ -52,6 +52,8 @@ class ByteReader {
     at_ += n;
     return in_.substr(at_ - n, n);
   }
+  // Everything not yet read.
+  std::string_view rest() { return bytes(failed_ ? 0 : in_.size() - at_); }
   uint8_t u8() { return uint8_t(number(1)); }
   uint64_t varint() {
     uint64_t v = 0;

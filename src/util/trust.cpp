@@ -13,6 +13,7 @@
 
 #include "util/error.hpp"
 #include "util/fsutil.hpp"
+#include "util/paths.hpp"
 #include "util/settings.hpp"
 
 namespace progcache {
@@ -44,7 +45,7 @@ void check_ancestors(const std::string &dir) {
   if (!::realpath(dir.c_str(), real)) return;  // not there yet: make_dirs will report it
   std::string path = real;
   while (path.size() > 1) {
-    path = path.substr(0, std::max<size_t>(1, path.rfind('/')));
+    path = parent_dir(path);
     struct stat st;
     if (::stat(path.c_str(), &st) != 0) throw_errno("cannot stat '" + path + "'");
     if (st.st_uid != ::geteuid() && st.st_uid != 0)
