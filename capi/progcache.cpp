@@ -236,18 +236,9 @@ namespace {
 void copy_stats(const progcache::CacheStats &s, pcache_stats *stats) {
   need_output_struct(stats, kStatsV1Size, "pcache_stats");
   pcache_stats out{};
-  out.hits = s.hits;
-  out.misses = s.misses;
-  out.puts = s.puts;
-  out.deletes = s.deletes;
-  out.evictions = s.evictions;
-  out.bytes_read = s.bytes_read;
-  out.bytes_written = s.bytes_written;
-  out.corrupt = s.corrupt;
-  out.healed = s.healed;
-  out.tier_errors = s.tier_errors;
-  out.tier_skips = s.tier_skips;
-  out.uncacheable = s.uncacheable;
+#define PCACHE_COUNTER_COPY(name) out.name = s.name;
+  PCACHE_HANDLE_COUNTERS(PCACHE_COUNTER_COPY)
+#undef PCACHE_COUNTER_COPY
   copy_known_prefix(stats, out);
 }
 
@@ -268,14 +259,9 @@ pcache_status pcache_get_shared_stats(pcache *cache, pcache_shared_stats *stats)
     need_output_struct(stats, kSharedStatsV1Size, "pcache_shared_stats");
     const progcache::PersistentCounters pc = c.persistent_counters();
     pcache_shared_stats out{};
-    out.hits = pc.hits;
-    out.misses = pc.misses;
-    out.evictions = pc.evictions;
-    out.compile_us_saved = pc.compile_us_saved;
-    out.corrupt = pc.corrupt;
-    out.uncacheable = pc.uncacheable;
-    out.tier_errors = pc.tier_errors;
-    out.tier_timeouts = pc.tier_timeouts;
+#define PCACHE_COUNTER_COPY(name) out.name = uint64_t(pc.name);
+    PCACHE_SHARED_COUNTERS(PCACHE_COUNTER_COPY)
+#undef PCACHE_COUNTER_COPY
     copy_known_prefix(stats, out);
     return PCACHE_OK;
   });

@@ -34,26 +34,40 @@ struct BackendConfig {
 };
 
 // Counters kept with the storage and shared by every process that opens it (`progcache stats`).
+// The counters every process using a store shares: the one list. A store keeps each under its
+// name (iterating PersistentCounters::kFields), pcache_shared_stats and the handle's CacheStats
+// have a field of each name, and a handle shares how much each of its own grew. Adding one is one
+// line here, a field in pcache_shared_stats, and (file-stream) a word in the stats file.
+// Since 0.4: damaged records found and removed, compiles not stored (uncacheable programs,
+// failed stores), and calls on a tier of a tiered stack that failed (an unreachable or slow
+// remote tier, a busy local one; recorded in the stack's other tiers), and of those, the ones
+// where a remote tier did not answer within its timeout.
+// clang-format off
+#define PCACHE_SHARED_COUNTERS(X) \
+  X(hits) \
+  X(misses) \
+  X(evictions) \
+  X(compile_us_saved) \
+  X(corrupt) \
+  X(uncacheable) \
+  X(tier_errors) \
+  X(tier_timeouts)
+// clang-format on
+
 struct PersistentCounters {
-  int64_t hits = 0, misses = 0, evictions = 0, compile_us_saved = 0;
-  // Since 0.4: damaged records found and removed, compiles not stored (uncacheable programs,
-  // failed stores), and calls on a tier of a tiered stack that failed (an unreachable or slow
-  // remote tier, a busy local one; recorded in the stack's other tiers), and of those, the ones
-  // where a remote tier did not answer within its timeout.
-  int64_t corrupt = 0, uncacheable = 0, tier_errors = 0, tier_timeouts = 0;
-  // Every counter with the name stores keep it under: the one list the stores iterate.
+#define PCACHE_COUNTER_FIELD(name) int64_t name = 0;
+  PCACHE_SHARED_COUNTERS(PCACHE_COUNTER_FIELD)
+#undef PCACHE_COUNTER_FIELD
+  // Every counter with the name stores keep it under.
   struct Field {
     const char *name;
     int64_t PersistentCounters::*value;
   };
-  static constexpr Field kFields[] = {{"hits", &PersistentCounters::hits},
-                                      {"misses", &PersistentCounters::misses},
-                                      {"evictions", &PersistentCounters::evictions},
-                                      {"compile_us_saved", &PersistentCounters::compile_us_saved},
-                                      {"corrupt", &PersistentCounters::corrupt},
-                                      {"uncacheable", &PersistentCounters::uncacheable},
-                                      {"tier_errors", &PersistentCounters::tier_errors},
-                                      {"tier_timeouts", &PersistentCounters::tier_timeouts}};
+  static constexpr Field kFields[] = {
+#define PCACHE_COUNTER_ENTRY(name) {#name, &PersistentCounters::name},
+      PCACHE_SHARED_COUNTERS(PCACHE_COUNTER_ENTRY)
+#undef PCACHE_COUNTER_ENTRY
+  };
   bool any() const {
     for (const Field &f : kFields)
       if (this->*f.value) return true;

@@ -19,7 +19,8 @@ namespace progcache::sqlite_detail {
 // rewrites a whole row on UPDATE, so a touch in the entry's row rewrote its payload and overflow
 // pages (version 1 did that: a flush of 64 touched 4 KiB entries wrote 64 payloads). atime is a
 // logical clock kept in meta, not wall time: the LRU order stays exact even for touches within
-// one second, and across processes (the clock advances inside write txns).
+// one second, and across processes (the clock advances inside write txns). The shared counters
+// (PersistentCounters::kFields) get their meta rows when they are first added to.
 constexpr const char *kSchema =
     "CREATE TABLE entries(key BLOB PRIMARY KEY NOT NULL CHECK(typeof(key) = 'blob'),"
     " record BLOB NOT NULL, size INTEGER NOT NULL CHECK(typeof(size) = 'integer' AND size >= 0));"
@@ -28,8 +29,7 @@ constexpr const char *kSchema =
     "CREATE INDEX recency_by_atime ON recency(atime);"
     "CREATE TABLE meta(name TEXT PRIMARY KEY NOT NULL, value INTEGER NOT NULL);"
     "CREATE TABLE IF NOT EXISTS memo(name TEXT PRIMARY KEY NOT NULL, record BLOB NOT NULL);"
-    "INSERT INTO meta VALUES('clock', 0), ('total_size', 0), ('entry_count', 0), ('hits', 0),"
-    " ('misses', 0), ('evictions', 0), ('compile_us_saved', 0);";
+    "INSERT INTO meta VALUES('clock', 0), ('total_size', 0), ('entry_count', 0);";
 
 // Version 1 to 2 in place, keeping every entry and its recency (DROP COLUMN keeps rowids).
 constexpr const char *kMigrateFrom1 =

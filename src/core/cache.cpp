@@ -236,7 +236,6 @@ std::optional<Hit> Cache::read(ByteView key, Access access, bool count_hits, boo
   if (!record && !count_misses) return std::nullopt;
   if (!record) {
     misses_.fetch_add(1, std::memory_order_relaxed);
-    pending_misses_.fetch_add(1, std::memory_order_relaxed);
     count_op();
     return std::nullopt;
   }
@@ -261,7 +260,6 @@ std::optional<Hit> Cache::read(ByteView key, Access access, bool count_hits, boo
     corrupt_.fetch_add(1, std::memory_order_relaxed);
     if (count_misses) {  // a peek, or a compile's lookup, counts no miss here
       misses_.fetch_add(1, std::memory_order_relaxed);
-      pending_misses_.fetch_add(1, std::memory_order_relaxed);
     }
     set_thread_warning("removed a damaged cache entry: " + why);
     if (damage) *damage = why.empty() ? "damaged" : why;
@@ -269,7 +267,6 @@ std::optional<Hit> Cache::read(ByteView key, Access access, bool count_hits, boo
   }
   if (!count_hits) return Hit{std::move(record), parts->payload, parts->meta};
   hits_.fetch_add(1, std::memory_order_relaxed);
-  pending_hits_.fetch_add(1, std::memory_order_relaxed);
   count_op();
   bytes_read_.fetch_add(parts->payload.size, std::memory_order_relaxed);
   return Hit{std::move(record), parts->payload, parts->meta};
@@ -360,24 +357,23 @@ void Cache::count_op() {
   }
 }
 
-std::array<Cache::Grown, 5> Cache::grown() {
-  return {
-      {{events_.evictions.load(), &flushed_evictions_, &PersistentCounters::evictions},
-       {corrupt_.load() + events_.corrupt.load(), &flushed_corrupt_, &PersistentCounters::corrupt},
-       {uncacheable_.load(), &flushed_uncacheable_, &PersistentCounters::uncacheable},
-       {events_.tier_errors.load(), &flushed_tier_errors_, &PersistentCounters::tier_errors},
-       {events_.tier_timeouts.load(), &flushed_tier_timeouts_,
-        &PersistentCounters::tier_timeouts}}};
+PersistentCounters Cache::handle_totals() const {
+  const CacheStats s = stats();
+  PersistentCounters t;
+#define PCACHE_COUNTER_TOTAL(name) t.name = int64_t(s.name);
+  PCACHE_SHARED_COUNTERS(PCACHE_COUNTER_TOTAL)
+#undef PCACHE_COUNTER_TOTAL
+  return t;
 }
 
 bool Cache::flush_counters() {
   if (!backend_) return false;  // the backend failed to open (its constructor threw)
+  const PersistentCounters now = handle_totals();
   PersistentCounters d;
-  d.hits = int64_t(pending_hits_.exchange(0));
-  d.misses = int64_t(pending_misses_.exchange(0));
-  d.compile_us_saved = int64_t(pending_saved_us_.exchange(0));
-  const std::array<Grown, 5> grown_now = grown();
-  for (const Grown &g : grown_now) d.*g.field = int64_t(g.now - g.flushed->exchange(g.now));
+  for (size_t i = 0; i < flushed_.size(); ++i) {
+    const auto field = PersistentCounters::kFields[i].value;
+    d.*field = now.*field - flushed_[i].exchange(now.*field);
+  }
   if (!d.any()) return false;
   SharedCounters *shared = backend_->shared_counters();
   if (!shared) {
@@ -390,20 +386,17 @@ bool Cache::flush_counters() {
   } catch (const Error &e) {
     if (e.status() != Status::busy) throw;
     // Busy: keep them for the next flush (a closing handle loses them; they are advisory).
-    pending_hits_.fetch_add(uint64_t(d.hits));
-    pending_misses_.fetch_add(uint64_t(d.misses));
-    pending_saved_us_.fetch_add(uint64_t(d.compile_us_saved));
-    for (const Grown &g : grown_now) g.flushed->fetch_sub(uint64_t(d.*g.field));
+    for (size_t i = 0; i < flushed_.size(); ++i)
+      flushed_[i].fetch_sub(d.*PersistentCounters::kFields[i].value);
     return true;
   }
   return false;
 }
 
 void Cache::zero_counters() {
-  pending_hits_.store(0);
-  pending_misses_.store(0);
-  pending_saved_us_.store(0);
-  for (const Grown &g : grown()) g.flushed->store(g.now);
+  const PersistentCounters now = handle_totals();
+  for (size_t i = 0; i < flushed_.size(); ++i)
+    flushed_[i].store(now.*PersistentCounters::kFields[i].value);
   if (SharedCounters *shared = backend_->shared_counters()) return shared->reset_counters();
   std::lock_guard lock(local_counters_mutex_);
   local_counters_ = {};
@@ -431,6 +424,8 @@ CacheStats Cache::stats() const {
   s.uncacheable = ld(uncacheable_);
   s.tier_errors = ld(events_.tier_errors);
   s.tier_skips = ld(events_.tier_skips);
+  s.compile_us_saved = ld(saved_us_);
+  s.tier_timeouts = ld(events_.tier_timeouts);
   return s;
 }
 

@@ -30,10 +30,29 @@ struct CacheOptions {
   bool lazy_connect = false;          // remote stores: open without reaching the server (tiers)
 };
 
+// A handle's own counters: the one list (pcache_stats has a field of each name).
+// clang-format off
+#define PCACHE_HANDLE_COUNTERS(X) \
+  X(hits) \
+  X(misses) \
+  X(puts) \
+  X(deletes) \
+  X(evictions) \
+  X(bytes_read) \
+  X(bytes_written) \
+  X(corrupt) \
+  X(healed) \
+  X(tier_errors) \
+  X(tier_skips) \
+  X(uncacheable)
+// clang-format on
+
 struct CacheStats {
-  uint64_t hits = 0, misses = 0, puts = 0, deletes = 0, evictions = 0, bytes_read = 0,
-           bytes_written = 0, corrupt = 0, healed = 0, tier_errors = 0, tier_skips = 0,
-           uncacheable = 0;
+#define PCACHE_COUNTER_FIELD(name) uint64_t name = 0;
+  PCACHE_HANDLE_COUNTERS(PCACHE_COUNTER_FIELD)
+#undef PCACHE_COUNTER_FIELD
+  // Kept for the shared counters only (PCACHE_SHARED_COUNTERS: every one of its names is here).
+  uint64_t compile_us_saved = 0, tier_timeouts = 0;
 };
 
 // A verified hit: the record and where its payload lies inside it.
@@ -64,7 +83,6 @@ class Cache final : public MemoStore {
   [[nodiscard]] std::optional<Hit> get_counting_hits(ByteView key);
   void note_compile_miss() {
     misses_.fetch_add(1, std::memory_order_relaxed);
-    pending_misses_.fetch_add(1, std::memory_order_relaxed);
     count_op();
   }
   // Like get, but hands back a malloc'd payload for the C caller (see release_payload).
@@ -86,13 +104,12 @@ class Cache final : public MemoStore {
   std::vector<Cache *> tiers() const;
   // A compile served from the cache saved this much NVRTC time.
   void note_compile_hit(uint64_t compile_us) {
-    pending_saved_us_.fetch_add(compile_us, std::memory_order_relaxed);
+    saved_us_.fetch_add(compile_us, std::memory_order_relaxed);
   }
   // A compile answered by another thread's compile of the same key (no lookup of its own): a
   // shared hit that saved compile_us.
   void note_shared_compile(uint64_t compile_us) {
     hits_.fetch_add(1, std::memory_order_relaxed);
-    pending_hits_.fetch_add(1, std::memory_order_relaxed);
     note_compile_hit(compile_us);
   }
   // The counters shared by every process using this storage (flushes this handle's first).
@@ -169,20 +186,13 @@ class Cache final : public MemoStore {
   std::unique_ptr<MacKey> mac_;
   int compress_level_ = 0;
   void count_op();
-  std::atomic<uint64_t> pending_hits_{0}, pending_misses_{0}, pending_saved_us_{0},
-      ops_since_flush_{0};
-  // Handle totals that only grow and are shared by how much they grew since the last flush:
-  // where each stands now, and what was flushed of it.
-  struct Grown {
-    uint64_t now;
-    std::atomic<uint64_t> *flushed;
-    int64_t PersistentCounters::*field;
-  };
-  std::array<Grown, 5> grown();
-  std::atomic<uint64_t> flushed_evictions_{0}, flushed_corrupt_{0}, flushed_uncacheable_{0},
-      flushed_tier_errors_{0}, flushed_tier_timeouts_{0};
+  std::atomic<uint64_t> ops_since_flush_{0};
+  // The handle's totals of the shared counters (they only grow): shared by how much each grew
+  // since the last flush, which flushed_ remembers, in PersistentCounters::kFields order.
+  PersistentCounters handle_totals() const;
+  std::array<std::atomic<int64_t>, std::size(PersistentCounters::kFields)> flushed_{};
   std::atomic<uint64_t> hits_{0}, misses_{0}, puts_{0}, deletes_{0}, bytes_read_{0},
-      bytes_written_{0}, corrupt_{0}, healed_{0}, uncacheable_{0};
+      bytes_written_{0}, corrupt_{0}, healed_{0}, uncacheable_{0}, saved_us_{0};
 };
 
 // Frees a payload returned by Cache::get_owned (NULL ok).
