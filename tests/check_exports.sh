@@ -42,4 +42,8 @@ if grep -qE 'libcuda|libnvrtc' <<<"$needed"; then echo "links libcuda/libnvrtc";
 if [ "$static_cxx_runtime" = 1 ] && grep -q 'libstdc++' <<<"$needed"; then
   echo "built with PCACHE_STATIC_CXX_RUNTIME but needs libstdc++ at run time"; exit 1
 fi
-echo "$(echo "$declared" | wc -l) exported symbols match the header; SONAME libprogcache.so.1; no CUDA link"
+# The test switches (src/util/test_hooks.hpp) exist only in the test build's copy of the library.
+if grep -qa 'PCACHE_TEST_' "$lib"; then
+  echo "the installed library reads a PCACHE_TEST_ switch: link progcache_hooks_off"; exit 1
+fi
+echo "$(echo "$declared" | wc -l) exported symbols match the header; SONAME libprogcache.so.1; no CUDA link; no test switches"

@@ -14,6 +14,7 @@
 #include "util/endian.hpp"
 #include "util/env.hpp"
 #include "util/error.hpp"
+#include "util/test_hooks.hpp"
 
 namespace progcache {
 namespace {
@@ -314,7 +315,7 @@ const Algo &algo() {
     r.schema = kSchemaBlake2;
     r.identity_schema = kIdentityBlake2;
     r.name = "blake2b";
-    if (!r.md || trusted_env("PCACHE_TEST_FORCE_SHA256")) {
+    if (!r.md || test_hooks::force_sha256()) {
       if (r.md) EVP_MD_free(r.md);
       r.md = EVP_MD_fetch(nullptr, "SHA256", nullptr);
       r.schema = kSchemaSha256;

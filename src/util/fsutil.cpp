@@ -70,8 +70,7 @@ std::string parent_dir(const std::string &path) {
 }
 
 std::string network_fs_name(const std::string &path) {
-  // Lets tests exercise the network-filesystem path on a local disk.
-  if (const char *fake = trusted_env("PCACHE_TEST_FAKE_NETFS"); fake && *fake) return fake;
+  if (const char *fake = test_hooks::fake_netfs()) return fake;
   struct statfs fs;
   if (::statfs(path.c_str(), &fs) != 0) return "";
   switch (static_cast<unsigned long>(fs.f_type)) {
@@ -101,17 +100,7 @@ std::string network_fs_name(const std::string &path) {
 }
 
 namespace sys {
-namespace {
-std::atomic<FaultHook> g_fault_hook{nullptr};
-int fault(Op op) {
-  const FaultHook hook = g_fault_hook.load(std::memory_order_relaxed);
-  return hook ? hook(op) : 0;
-}
-}  // namespace
-
-void set_fault_hook(FaultHook hook) {
-  g_fault_hook.store(hook);
-}
+using test_hooks::fault;
 
 int openat(int dir_fd, const char *name, int flags, unsigned mode, Op op) {
   if (const int e = fault(op); e > 0) {

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "util/paths.hpp"
+#include "util/test_hooks.hpp"
 
 namespace progcache {
 
@@ -52,14 +53,13 @@ class Fd {
   int fd_ = -1;
 };
 
-// System calls of the file-stream backend, through a seam that tests can make fail.
+// System calls of the file-stream backend, through a seam that a test build can make fail
+// (util/test_hooks.hpp; the installed library has no hook).
 namespace sys {
-enum class Op { create_temp, write, fsync, rename, open_entry, read, unlink };
-// Returns 0 to let the call run, an errno value to fail it with, or kShortWrite (write only) to
-// write half of what was asked. Tests install one; production never does.
-inline constexpr int kShortWrite = -1;
-using FaultHook = int (*)(Op op);
-void set_fault_hook(FaultHook hook);
+using Op = test_hooks::FsOp;
+using test_hooks::FaultHook;
+using test_hooks::kShortWrite;
+using test_hooks::set_fault_hook;
 int openat(int dir_fd, const char *name, int flags, unsigned mode, Op op);
 ssize_t write(int fd, const void *data, size_t size);
 int fsync(int fd);

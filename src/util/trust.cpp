@@ -15,14 +15,12 @@
 #include "util/fsutil.hpp"
 #include "util/paths.hpp"
 #include "util/settings.hpp"
+#include "util/test_hooks.hpp"
 
 namespace progcache {
 
 bool process_is_privileged() {
-  if (::getauxval(AT_SECURE) != 0) return true;
-  // A test hook that can only make a process stricter, so plain getenv is safe here.
-  const char *fake = std::getenv("PCACHE_TEST_FAKE_SECURE");
-  return fake && std::string(fake) == "1";
+  return ::getauxval(AT_SECURE) != 0 || test_hooks::fake_secure();
 }
 
 namespace {

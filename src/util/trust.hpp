@@ -10,8 +10,8 @@
 
 namespace progcache {
 
-// True in a setuid/setgid (AT_SECURE) process. PCACHE_TEST_FAKE_SECURE=1 makes it true for tests
-// (it can only make the library stricter).
+// True in a setuid/setgid (AT_SECURE) process, or in a test build with PCACHE_TEST_FAKE_SECURE=1
+// (util/test_hooks.hpp: it can only make the library stricter).
 bool process_is_privileged();
 
 // Refuses (Error(permission), saying why and how to allow it), unless allow_shared: a cache

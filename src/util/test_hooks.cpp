@@ -1,0 +1,58 @@
+#include "util/test_hooks.hpp"
+
+#ifdef PCACHE_TEST_HOOKS
+#include <atomic>
+#include <cstdlib>
+#include <string>
+#endif
+
+namespace progcache::test_hooks {
+
+#ifdef PCACHE_TEST_HOOKS
+
+namespace {
+std::atomic<FaultHook> g_fault_hook{nullptr};
+}  // namespace
+
+bool fake_secure() {
+  const char *fake = std::getenv("PCACHE_TEST_FAKE_SECURE");
+  return fake && std::string(fake) == "1";
+}
+
+const char *fake_netfs() {
+  const char *fake = std::getenv("PCACHE_TEST_FAKE_NETFS");
+  return fake && *fake ? fake : nullptr;
+}
+
+bool force_sha256() {
+  return std::getenv("PCACHE_TEST_FORCE_SHA256") != nullptr;
+}
+
+void set_fault_hook(FaultHook hook) {
+  g_fault_hook.store(hook);
+}
+
+int fault(FsOp op) {
+  const FaultHook hook = g_fault_hook.load(std::memory_order_relaxed);
+  return hook ? hook(op) : 0;
+}
+
+#else
+
+bool fake_secure() {
+  return false;
+}
+const char *fake_netfs() {
+  return nullptr;
+}
+bool force_sha256() {
+  return false;
+}
+void set_fault_hook(FaultHook) {}
+int fault(FsOp) {
+  return 0;
+}
+
+#endif
+
+}  // namespace progcache::test_hooks

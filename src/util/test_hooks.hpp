@@ -1,0 +1,27 @@
+// Switches that let tests reach what a test machine cannot produce: a setuid process, a network
+// file system, a FIPS provider without BLAKE2b, a failing disk. They exist only in the copies of
+// the library a test build links (compiled with PCACHE_TEST_HOOKS: tests/CMakeLists.txt); the
+// library that is installed and packaged answers "no" to each without reading anything, so no
+// environment variable of a production process can switch one on.
+#pragma once
+
+namespace progcache::test_hooks {
+
+// PCACHE_TEST_FAKE_SECURE=1: behave as a setuid/setgid process (only ever stricter).
+bool fake_secure();
+// PCACHE_TEST_FAKE_NETFS=NAME: the cache directory is on a network file system of that name;
+// nullptr when not set.
+const char *fake_netfs();
+// PCACHE_TEST_FORCE_SHA256 set: key with SHA-256, as under a FIPS provider.
+bool force_sha256();
+
+// The file-stream backend's system calls (util/fsutil.hpp: sys::), which a test can make fail:
+// a hook returns 0 to let the call run, an errno value to fail it with, or kShortWrite (write
+// only) to write half of what was asked.
+enum class FsOp { create_temp, write, fsync, rename, open_entry, read, unlink };
+inline constexpr int kShortWrite = -1;
+using FaultHook = int (*)(FsOp op);
+void set_fault_hook(FaultHook hook);  // a no-op without PCACHE_TEST_HOOKS
+int fault(FsOp op);
+
+}  // namespace progcache::test_hooks
