@@ -319,6 +319,22 @@ const char *pcache_last_error(void) {
   return progcache::thread_messages().last_error.c_str();
 }
 
+static_assert(PCACHE_CAUSE_CONNECTION == int(progcache::Cause::connection));
+
+pcache_status pcache_last_error_info(pcache_error_info *info) {
+  // Not guarded: it reports the last call, and must not become it.
+  constexpr uint32_t kErrorInfoV1Size = 20;
+  if (!info || info->struct_size < kErrorInfoV1Size) return PCACHE_ERR_INVALID_ARG;
+  const progcache::ThreadMessages &messages = progcache::thread_messages();
+  pcache_error_info out{};
+  out.status = messages.last_status;
+  out.cause = int32_t(messages.last_detail.cause);
+  out.os_errno = messages.last_detail.os_errno;
+  out.sqlite_code = messages.last_detail.sqlite_code;
+  progcache::shim::copy_known_prefix(info, out);
+  return PCACHE_OK;
+}
+
 uint32_t pcache_version(void) {
   return PCACHE_VERSION_NUMBER;
 }

@@ -45,12 +45,15 @@ void return_slot(pcache *p) {
   g_free_slots = p;
 }
 
-pcache_status fail(pcache_status status, const std::string &message) noexcept {
-  std::string &last_error = progcache::thread_messages().last_error;
+pcache_status fail(pcache_status status, const std::string &message,
+                   const progcache::ErrorDetail &detail) noexcept {
+  progcache::ThreadMessages &messages = progcache::thread_messages();
+  messages.last_status = status;
+  messages.last_detail = detail;
   try {
-    last_error = message;
+    messages.last_error = message;
   } catch (...) {
-    last_error.clear();  // no memory for the message: the status still says what happened
+    messages.last_error.clear();  // no memory for the message: the status still says what happened
   }
   return status;
 }

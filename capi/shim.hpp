@@ -52,7 +52,9 @@ inline constexpr uint32_t kOptionsV1Size = 16, kStatsV1Size = 72, kProgramV1Size
 pcache *take_slot();
 void return_slot(pcache *p);
 
-pcache_status fail(pcache_status status, const std::string &message) noexcept;
+// Records a failure as the calling thread's last outcome (message, status, cause); returns status.
+pcache_status fail(pcache_status status, const std::string &message,
+                   const progcache::ErrorDetail &detail = {}) noexcept;
 
 // Runs fn, turning every exception into a status and a message. Nothing escapes. A warning the
 // call raised without failing (a damaged entry removed) becomes pcache_last_error().
@@ -62,11 +64,14 @@ pcache_status guarded(const char *function, Fn &&fn) noexcept {
   try {
     messages.last_error.clear();
     messages.warning.clear();  // a warning left by a call that failed is not this call's
+    messages.last_detail = {};
     const pcache_status status = fn();
+    messages.last_status = status;
     if (!messages.warning.empty()) messages.last_error.swap(messages.warning);
     return status;
   } catch (const Error &e) {
-    return fail(static_cast<pcache_status>(e.status()), std::string(function) + ": " + e.what());
+    return fail(static_cast<pcache_status>(e.status()), std::string(function) + ": " + e.what(),
+                e.detail());
   } catch (const std::bad_alloc &) {
     return fail(PCACHE_ERR_NO_MEMORY, std::string(function) + ": out of memory");
   } catch (const std::exception &e) {

@@ -2,10 +2,18 @@
 // published size and a newer, larger one; a newer caller's unknown fields are refused when they
 // would change a compile, never silently ignored; the init functions fill any size.
 #include <gtest/gtest.h>
+#include <sched.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <cerrno>
+#include <csignal>
 #include <cstddef>
+#include <cstdio>
 #include <cstring>
 
+#include "proc_util.hpp"
 #include "test_util.hpp"
 
 using namespace testutil;
@@ -125,4 +133,72 @@ TEST(Abi, AFailedCallsWarningNeverLeaksIntoTheNextCall) {
   ASSERT_EQ(pcache_count(c, &n), PCACHE_OK);
   EXPECT_STREQ(pcache_last_error(), "");
   pcache_close(c);
+}
+
+namespace {
+
+pcache_error_info last_info() {
+  pcache_error_info info;
+  std::memset(&info, 0, sizeof info);
+  info.struct_size = sizeof info;
+  EXPECT_EQ(pcache_last_error_info(&info), PCACHE_OK);
+  return info;
+}
+
+}  // namespace
+
+// A full disk says so in a number, not only in the message's text (it used to be PCACHE_ERR_IO
+// and words, alike for a full disk and a failing one), on both local stores; the next call that
+// succeeds clears it, and asking does not. The disk is a 512 KiB tmpfs mounted in a mount
+// namespace of the child's own (root only; skipped elsewhere).
+TEST(Abi, AFullDiskIsACauseNotOnlyAMessage) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to mount a small file system";
+  for (const std::string scheme : {"sqlite", "filestream"}) {
+    TempDir d;
+    const std::string disk = d / "disk";
+    ASSERT_EQ(::mkdir(disk.c_str(), 0700), 0);
+    const int rc = testutil::wait_for(testutil::spawn([&] {
+      if (::unshare(CLONE_NEWNS) != 0 ||
+          ::mount("none", "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0 ||
+          ::mount("tmpfs", disk.c_str(), "tmpfs", 0, "size=512k,mode=0700") != 0)
+        return 77;
+      Handle c(scheme + ":" + disk + "/c");
+      if (c.put("small", "v") != PCACHE_OK) return 10;
+      const std::string big(64 << 10, 'b');
+      pcache_status st = PCACHE_OK;
+      for (int i = 0; i < 32 && st == PCACHE_OK; ++i) st = c.put("big" + std::to_string(i), big);
+      const pcache_error_info info = last_info();
+      if (st != PCACHE_ERR_IO || info.status != PCACHE_ERR_IO ||
+          info.cause != PCACHE_CAUSE_NO_SPACE) {
+        std::fprintf(stderr, "%s: status %d cause %d errno %d sqlite %d: %s\n", scheme.c_str(),
+                     info.status, info.cause, info.os_errno, info.sqlite_code, pcache_last_error());
+        return 11;
+      }
+      if (scheme == "filestream" && info.os_errno != ENOSPC) return 12;
+      if (scheme == "sqlite" && info.sqlite_code != 13 /* SQLITE_FULL */) return 13;
+      if (last_info().cause != PCACHE_CAUSE_NO_SPACE) return 14;  // asking changes nothing
+      std::string got;
+      if (c.get("small", &got) != PCACHE_OK) return 15;
+      const pcache_error_info after = last_info();
+      if (after.status != PCACHE_OK || after.cause != PCACHE_CAUSE_NONE || after.os_errno)
+        return 16;
+      return 0;
+    }));
+    if (rc == 77) GTEST_SKIP() << "cannot mount a tmpfs here";
+    EXPECT_EQ(rc, 0) << scheme;
+  }
+}
+
+TEST(Abi, ErrorInfoRefusesNullAndTooSmallStructs) {
+  EXPECT_EQ(pcache_last_error_info(nullptr), PCACHE_ERR_INVALID_ARG);
+  pcache_error_info info{};
+  info.struct_size = 16;
+  EXPECT_EQ(pcache_last_error_info(&info), PCACHE_ERR_INVALID_ARG);
+  Handle c("memory:");
+  std::string got;
+  EXPECT_EQ(c.get("absent", &got), PCACHE_NOT_FOUND);
+  info.struct_size = 20;  // the first version: what fits, nothing past it
+  EXPECT_EQ(pcache_last_error_info(&info), PCACHE_OK);
+  EXPECT_EQ(info.status, PCACHE_NOT_FOUND);
+  EXPECT_EQ(info.cause, PCACHE_CAUSE_NONE);
 }

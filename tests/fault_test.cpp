@@ -39,12 +39,14 @@ struct Fault {
   bool call_succeeds;  // EINTR and short writes are retried: the call must succeed anyway
 };
 
-Status status_of(const std::function<void()> &fn, std::string *message) {
+Status status_of(const std::function<void()> &fn, std::string *message,
+                 progcache::ErrorDetail *detail = nullptr) {
   try {
     fn();
     return Status::ok;
   } catch (const Error &e) {
     *message = e.what();
+    if (detail) *detail = e.detail();
     return e.status();
   }
 }
@@ -80,6 +82,7 @@ TEST(Faults, EveryFileStreamIoFaultIsReportedAndLeavesNothingBehind) {
     g_errno = f.err;
     g_remaining = f.times;
     std::string message;
+    progcache::ErrorDetail detail;
     const Status st = status_of(
         [&] {
           if (is_read) {
@@ -88,7 +91,7 @@ TEST(Faults, EveryFileStreamIoFaultIsReportedAndLeavesNothingBehind) {
             cache->put(std::string_view("new"), std::string_view("new value"));
           }
         },
-        &message);
+        &message, &detail);
     injected += f.times - g_remaining.load();
     g_remaining = 0;
     if (f.call_succeeds) {
@@ -96,6 +99,12 @@ TEST(Faults, EveryFileStreamIoFaultIsReportedAndLeavesNothingBehind) {
     } else {
       EXPECT_TRUE(st == Status::io || st == Status::permission) << int(st) << " " << message;
       EXPECT_NE(message.find(std::strerror(f.err)), std::string::npos) << message;
+      // The cause a caller acts on, without parsing the message (pcache_last_error_info).
+      EXPECT_EQ(detail.os_errno, f.err) << message;
+      const progcache::Cause want = f.err == ENOSPC ? progcache::Cause::no_space
+                                    : f.err == EIO  ? progcache::Cause::device
+                                                    : progcache::Cause::none;
+      EXPECT_EQ(int(detail.cause), int(want)) << message;
       if (!is_read) {
         EXPECT_FALSE(cache->get(std::string_view("new"))) << "partial entry visible";
       }

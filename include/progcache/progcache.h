@@ -397,6 +397,42 @@ PCACHE_API const char *pcache_status_string(pcache_status status);
  */
 PCACHE_API const char *pcache_last_error(void);
 
+/** What is known of a failure's cause beyond its status (pcache_error_info.cause). */
+enum {
+  PCACHE_CAUSE_NONE = 0,           /* nothing more specific (or the call succeeded) */
+  PCACHE_CAUSE_NO_SPACE = 1,       /* the file system or a quota is full: ENOSPC, EDQUOT, a file
+                                      size limit (EFBIG), SQLITE_FULL */
+  PCACHE_CAUSE_DEVICE = 2,         /* the device failed a read or write: EIO, SQLITE_IOERR_* */
+  PCACHE_CAUSE_READ_ONLY = 3,      /* a read-only file system or database: EROFS, SQLITE_READONLY */
+  PCACHE_CAUSE_TIMEOUT = 4,        /* a wait ran out: a remote store's timeout_ms, a lock held
+                                      past busy_timeout_ms */
+  PCACHE_CAUSE_TOO_MANY_FILES = 5, /* the process or system is out of file descriptors */
+  PCACHE_CAUSE_CONNECTION = 6      /* a remote store refused, dropped or could not be reached */
+};
+
+/** The cause of the calling thread's last pcache_* call's outcome (pcache_last_error_info). */
+typedef struct pcache_error_info {
+  uint32_t struct_size; /* the caller's sizeof(pcache_error_info) */
+  int32_t status;       /* that call's pcache_status */
+  int32_t cause;        /* PCACHE_CAUSE_*; later releases may add values: treat others as NONE */
+  int32_t os_errno;     /* the errno behind it, or 0 */
+  int32_t sqlite_code;  /* SQLite's extended result code behind it (SQLITE_IOERR_WRITE is 778,
+                           SQLITE_FULL 13), or 0 */
+  /* later versions append fields here */
+} pcache_error_info;
+
+/**
+ * Fills the first info->struct_size bytes of *info with what the calling thread's most recent
+ * pcache_* call knew of its outcome: its status and, for a failure, the cause a program can act
+ * on (a full disk is not a failing one) and the numbers behind it, so that callers need not
+ * parse pcache_last_error()'s text. Like pcache_last_error() it is thread-local, and it changes
+ * neither: call it right after the call it is about.
+ * Returns PCACHE_OK; PCACHE_ERR_INVALID_ARG (info NULL, or struct_size smaller than 20, the first
+ * version of the struct).
+ * Since 0.5 (symbol version PCACHE_1.2).
+ */
+PCACHE_API pcache_status pcache_last_error_info(pcache_error_info *info);
+
 /** Returns PCACHE_VERSION_NUMBER of the library actually loaded (for dlopen callers). */
 PCACHE_API uint32_t pcache_version(void);
 

@@ -122,13 +122,17 @@ class RedisBackend::Connection {
  private:
   [[noreturn]] void broken() {
     std::string why = c_->errstr;
-    const bool timed_out = c_->err == REDIS_ERR_IO && (errno == EAGAIN || errno == EWOULDBLOCK);
-    if (timed_out)
+    const int err = errno;
+    ErrorDetail detail = c_->err == REDIS_ERR_IO ? detail_from_errno(err) : ErrorDetail{};
+    if (c_->err == REDIS_ERR_IO && (err == EAGAIN || err == EWOULDBLOCK)) {
       why = "no answer within timeout_ms=" + std::to_string(owner_->timeout_ms_);
-    else if (c_->err == REDIS_ERR_EOF)
+      detail.cause = Cause::timeout;
+    } else if (c_->err == REDIS_ERR_EOF) {
       why = "server closed the connection";
+      detail.cause = Cause::connection;
+    }
     redisFree(std::exchange(c_, nullptr));
-    throw Error(Status::remote, owner_->where_ + ": " + why, timed_out);
+    throw Error(Status::remote, owner_->where_ + ": " + why, detail);
   }
   friend class RedisBackend;
   RedisBackend *owner_;
@@ -227,11 +231,16 @@ RedisBackend::Connection RedisBackend::acquire() {
   if (!c) throw std::bad_alloc();
   if (c->err) {
     std::string why = c->errstr;
-    const bool timed_out =
-        c->err == REDIS_ERR_IO && (errno == EINPROGRESS || errno == ETIMEDOUT || errno == EAGAIN);
-    if (timed_out) why = "cannot connect within timeout_ms=" + std::to_string(timeout_ms_);
+    const int err = errno;
+    ErrorDetail detail = c->err == REDIS_ERR_IO ? detail_from_errno(err) : ErrorDetail{};
+    if (c->err == REDIS_ERR_IO && (err == EINPROGRESS || err == ETIMEDOUT || err == EAGAIN)) {
+      why = "cannot connect within timeout_ms=" + std::to_string(timeout_ms_);
+      detail.cause = Cause::timeout;
+    } else if (detail.cause == Cause::none) {
+      detail.cause = Cause::connection;  // refused, unreachable, a name that does not resolve
+    }
     redisFree(c);
-    throw Error(Status::remote, where_ + ": " + why, timed_out);
+    throw Error(Status::remote, where_ + ": " + why, detail);
   }
   redisSetTimeout(c, to_timeval(timeout_ms_));
   redisEnableKeepAlive(c);

@@ -25,9 +25,42 @@ namespace progcache {
 
 using namespace sqlite_detail;
 
+namespace {
+
+// What SQLite's extended result code (and the errno under it) says of the cause.
+ErrorDetail detail_of_sqlite(int extended, int sys) {
+  ErrorDetail d = sys ? detail_from_errno(sys) : ErrorDetail{};
+  d.sqlite_code = extended;
+  switch (extended & 0xff) {
+    case SQLITE_FULL:
+      d.cause = Cause::no_space;
+      break;
+    case SQLITE_IOERR:
+      if (d.cause == Cause::none) d.cause = Cause::device;
+      break;
+    case SQLITE_READONLY:
+      d.cause = Cause::read_only;
+      break;
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED:
+      d.cause = Cause::timeout;
+      break;
+    default:
+      break;
+  }
+  return d;
+}
+
+}  // namespace
+
 void SqliteBackend::fail(int rc, const std::string &what) {
   std::string msg = what + ": " + (db_ ? sqlite3_errmsg(db_) : sqlite3_errstr(rc));
   const int sys = db_ ? sqlite3_system_errno(db_) : 0;
+  // The statement's own code is the extended one when it carries the detail; else the
+  // connection's (the step that failed set it).
+  const int extended = (rc & ~0xff) || !db_ ? rc : sqlite3_extended_errcode(db_);
+  const ErrorDetail detail =
+      detail_of_sqlite((extended & 0xff) == (rc & 0xff) ? extended : rc, sys);
   if (sys &&
       ((rc & 0xff) == SQLITE_IOERR || (rc & 0xff) == SQLITE_CANTOPEN || (rc & 0xff) == SQLITE_FULL))
     msg += std::string(" (") + std::strerror(sys) + ")";
@@ -38,23 +71,25 @@ void SqliteBackend::fail(int rc, const std::string &what) {
       throw CorruptDatabase(msg);
     case SQLITE_BUSY:
     case SQLITE_LOCKED:
-      throw Error(Status::busy, msg + " (still locked after busy_timeout_ms=" +
-                                    std::to_string(busy_timeout_ms_) + ")");
+      throw Error(
+          Status::busy,
+          msg + " (still locked after busy_timeout_ms=" + std::to_string(busy_timeout_ms_) + ")",
+          detail);
     case SQLITE_READONLY:
     case SQLITE_PERM:
     case SQLITE_AUTH:
-      throw Error(Status::permission, msg);
+      throw Error(Status::permission, msg, detail);
     case SQLITE_NOMEM:
-      throw Error(Status::no_memory, msg);
+      throw Error(Status::no_memory, msg, detail);
     case SQLITE_TOOBIG:
-      throw Error(Status::too_large, msg);
+      throw Error(Status::too_large, msg, detail);
     case SQLITE_CANTOPEN:
-      throw Error(sys == EACCES || sys == EPERM ? Status::permission : Status::io, msg);
+      throw Error(sys == EACCES || sys == EPERM ? Status::permission : Status::io, msg, detail);
     case SQLITE_FULL:
     case SQLITE_IOERR:
-      throw Error(Status::io, msg);
+      throw Error(Status::io, msg, detail);
     default:
-      throw Error(Status::internal, msg);
+      throw Error(Status::internal, msg, detail);
   }
 }
 

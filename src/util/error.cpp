@@ -23,8 +23,43 @@ Status status_from_errno(int err) noexcept {
   }
 }
 
+ErrorDetail detail_from_errno(int err) noexcept {
+  ErrorDetail d;
+  d.os_errno = err;
+  switch (err) {
+    case ENOSPC:
+    case EDQUOT:
+    case EFBIG:  // a file size limit (RLIMIT_FSIZE) is a full disk for the writer
+      d.cause = Cause::no_space;
+      break;
+    case EIO:
+      d.cause = Cause::device;
+      break;
+    case EROFS:
+      d.cause = Cause::read_only;
+      break;
+    case ETIMEDOUT:
+      d.cause = Cause::timeout;
+      break;
+    case EMFILE:
+    case ENFILE:
+      d.cause = Cause::too_many_files;
+      break;
+    case ECONNREFUSED:
+    case ECONNRESET:
+    case EPIPE:
+    case EHOSTUNREACH:
+    case ENETUNREACH:
+      d.cause = Cause::connection;
+      break;
+    default:
+      break;
+  }
+  return d;
+}
+
 void throw_errno(const std::string &what, int err) {
-  throw Error(status_from_errno(err), what + ": " + std::strerror(err));
+  throw Error(status_from_errno(err), what + ": " + std::strerror(err), detail_from_errno(err));
 }
 
 void throw_errno(const std::string &what) {

@@ -27,23 +27,44 @@ enum class Status : int32_t {
   internal = -13,
 };
 
+// What is known of a failure's cause beyond its status (pcache_error_info): the class a caller
+// acts on (values mirror PCACHE_CAUSE_*), and the numbers behind it.
+enum class Cause : int32_t {
+  none = 0,
+  no_space = 1,
+  device = 2,
+  read_only = 3,
+  timeout = 4,
+  too_many_files = 5,
+  connection = 6,
+};
+struct ErrorDetail {
+  Cause cause = Cause::none;
+  int32_t os_errno = 0;     // errno behind it
+  int32_t sqlite_code = 0;  // SQLite's extended result code behind it
+};
+
 class Error : public std::runtime_error {
  public:
-  // timed_out: the call gave up waiting for a remote store (counted apart from other failures).
-  Error(Status status, const std::string &message, bool timed_out = false)
-      : std::runtime_error(message), status_(status), timed_out_(timed_out) {}
+  Error(Status status, const std::string &message, ErrorDetail detail = {})
+      : std::runtime_error(message), status_(status), detail_(detail) {}
   Status status() const noexcept { return status_; }
-  bool timed_out() const noexcept { return timed_out_; }
+  const ErrorDetail &detail() const noexcept { return detail_; }
+  // The call gave up waiting (a remote store's timeout, a lock's busy timeout).
+  bool timed_out() const noexcept { return detail_.cause == Cause::timeout; }
 
  private:
   Status status_;
-  bool timed_out_;
+  ErrorDetail detail_;
 };
+
+// The cause an errno value names (none for most), with the errno.
+ErrorDetail detail_from_errno(int err) noexcept;
 
 // Maps an errno value to the status a caller can act on.
 Status status_from_errno(int err) noexcept;
 
-// Throws Error(status_from_errno(errno), what + ": " + strerror(errno)).
+// Throws Error(status_from_errno(errno), what + ": " + strerror(errno), detail_from_errno(errno)).
 [[noreturn]] void throw_errno(const std::string &what);
 [[noreturn]] void throw_errno(const std::string &what, int err);
 

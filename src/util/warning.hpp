@@ -3,7 +3,10 @@
 // them when a call starts and reports them in pcache_last_error() when it succeeds.
 #pragma once
 
+#include <cstdint>
 #include <string>
+
+#include "util/error.hpp"
 
 namespace progcache {
 
@@ -13,6 +16,8 @@ namespace progcache {
 struct ThreadMessages {
   std::string warning;
   std::string last_error;
+  int32_t last_status = 0;  // the C API's last call's status and cause (pcache_last_error_info)
+  ErrorDetail last_detail;
 };
 ThreadMessages &thread_messages();
 
