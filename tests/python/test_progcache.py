@@ -1,6 +1,7 @@
 """Tests of the progcache package (bindings/python/progcache) against the built library
 (PROGCACHE_LIBRARY)."""
 
+import errno
 import os
 import tempfile
 import unittest
@@ -112,6 +113,18 @@ class MappingTest(unittest.TestCase):
             progcache.Cache("nosuch:")
         self.assertIn("memory:", str(ctx.exception))
         self.assertEqual(ctx.exception.status, -1)
+        self.assertIsNone(ctx.exception.cause)
+
+    def test_an_os_error_carries_its_errno_and_cause(self):
+        with tempfile.TemporaryDirectory() as d:
+            blocker = os.path.join(d, "file")
+            with open(blocker, "w") as f:
+                f.write("a file where the cache's parent directory belongs")
+            with self.assertRaises(progcache.CacheIOError) as ctx:
+                progcache.Cache("filestream:" + os.path.join(blocker, "sub"))
+            self.assertEqual(ctx.exception.os_errno, errno.ENOTDIR, str(ctx.exception))
+            self.assertEqual(ctx.exception.errno, errno.ENOTDIR)
+            self.assertIsNone(ctx.exception.cause)  # nothing a caller acts on beyond the errno
 
     def test_cap_and_too_large(self):
         with progcache.Cache("memory:", max_size_bytes=10) as small:

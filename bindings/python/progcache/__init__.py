@@ -33,14 +33,23 @@ _OK, _NOT_FOUND = 0, 1
 
 
 class ProgcacheError(Exception):
-    """A progcache call failed. ``status`` is the pcache_status code, ``args[0]`` the message."""
+    """A progcache call failed. ``status`` is the pcache_status code, ``args[0]`` the message,
+    ``cause`` what is known of why beyond the status ("no_space", "device", "read_only",
+    "timeout", "too_many_files", "connection", or None) and ``os_errno`` the errno behind it
+    (0 if none; the OSError subclasses also set ``errno``)."""
 
     status = None
+    cause = None
+    os_errno = 0
 
-    def __init__(self, message, status=None):
+    def __init__(self, message, status=None, cause=None, os_errno=0):
         super().__init__(message)
         if status is not None:
             self.status = status
+        self.cause = cause
+        self.os_errno = os_errno
+        if os_errno and isinstance(self, OSError):
+            self.errno = os_errno
 
 
 class InvalidArgumentError(ProgcacheError, ValueError):
@@ -192,6 +201,18 @@ _declare("pcache_get_shared_stats", _status, _handle, ctypes.POINTER(_SharedStat
 _declare("pcache_get_tier_stats", _status, _handle, ctypes.c_uint32, ctypes.POINTER(_Stats))
 _declare("pcache_status_string", ctypes.c_char_p, _status)
 _declare("pcache_last_error", ctypes.c_char_p)
+
+
+class _ErrorInfo(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_uint32), ("status", ctypes.c_int32),
+                ("cause", ctypes.c_int32), ("os_errno", ctypes.c_int32),
+                ("sqlite_code", ctypes.c_int32)]
+
+
+try:  # since 0.5
+    _last_error_info = _declare("pcache_last_error_info", _status, ctypes.POINTER(_ErrorInfo))
+except AttributeError:
+    _last_error_info = None
 _declare("pcache_version", ctypes.c_uint32)
 _declare("pcache_version_string", ctypes.c_char_p)
 _declare("pcache_make_key", _status, ctypes.POINTER(_Program), ctypes.c_char_p)
@@ -207,13 +228,29 @@ _declare("pcache_compiled_elapsed_us", ctypes.c_uint64, _handle)
 _declare("pcache_compiled_free", None, _handle)
 
 
+_CAUSES = {1: "no_space", 2: "device", 3: "read_only", 4: "timeout", 5: "too_many_files",
+           6: "connection"}
+
+
+def _last_cause():
+    """(cause, errno) of the last call on this thread; (None, 0) from a library before 0.5."""
+    if _last_error_info is None:
+        return None, 0
+    info = _ErrorInfo()
+    info.struct_size = ctypes.sizeof(info)
+    if _last_error_info(ctypes.byref(info)) != _OK:
+        return None, 0
+    return _CAUSES.get(info.cause), info.os_errno
+
+
 def _check(status):
     if status in (_OK, _NOT_FOUND):
         return status
+    cause, os_errno = _last_cause()
     message = _lib.pcache_last_error().decode("utf-8", "replace")
     if not message:
         message = _lib.pcache_status_string(status).decode()
-    raise _ERRORS.get(status, ProgcacheError)(message, status)
+    raise _ERRORS.get(status, ProgcacheError)(message, status, cause, os_errno)
 
 
 def _key(key):
