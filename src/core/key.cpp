@@ -184,7 +184,7 @@ std::string group_of(const OptSpec &spec, std::string_view value) {
 
 // Repetitions that change nothing are dropped (within a group, the same option right after
 // itself), and groups are sorted: NVRTC parses options into settings, so the order of
-// independent ones cannot matter (tests/option_spellings_test.cpp shows it does not).
+// independent ones cannot matter (tests/cuda/option_spellings_test.cpp shows it does not).
 std::vector<std::string> normalized_order(std::vector<Item> items) {
   std::stable_sort(items.begin(), items.end(),
                    [](const Item &a, const Item &b) { return a.group < b.group; });

@@ -22,7 +22,7 @@ using Key = std::array<uint8_t, kKeySize>;
 using ContentDigest = std::array<uint8_t, 32>;
 
 // A program's options as NVRTC reads them: one spelling per meaning, in an order NVRTC is shown
-// to be indifferent to (tests/option_spellings_test.cpp asks NVRTC), and what they imply.
+// to be indifferent to (tests/cuda/option_spellings_test.cpp asks NVRTC), and what they imply.
 struct ParsedOptions {
   std::vector<std::string> canonical;
   std::vector<std::string> include_dirs;  // -I, in search order, as NVRTC composes paths

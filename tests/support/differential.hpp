@@ -1,5 +1,5 @@
-// The differential method (tests/differential_test.cpp, tests/observation_test.cpp): every
-// compile through the cache must give exactly the bytes and status of a compile without it
+// The differential method (tests/core/differential_test.cpp, tests/core/observation_test.cpp):
+// every compile through the cache must give exactly the bytes and status of a compile without it
 // (pcache_compile with no cache, as PCACHE_DISABLE=1 does). Real NVRTC, real files.
 #pragma once
 

@@ -208,8 +208,8 @@ TEST(Key, SetLikeInputsIgnoreOrder) {
 
 // Headers on disk are found and keyed by the include scan (include_scan_test.cpp): -I, -include
 // and program names with a directory need no extra_digest. Precompiled headers still do.
-// Options NVRTC is shown to read as a set (tests/option_spellings_test.cpp) give one key in any
-// order; repeating one that changes nothing gives the key of saying it once.
+// Options NVRTC is shown to read as a set (tests/cuda/option_spellings_test.cpp) give one key in
+// any order; repeating one that changes nothing gives the key of saying it once.
 TEST(Key, IndependentOptionsInAnyOrderAndHarmlessRepeatsShareAKey) {
   Prog p = base();
   p.options = {"-arch=sm_90", "-std=c++17", "-DA=1", "-DB", "-lineinfo", "-Iinc"};

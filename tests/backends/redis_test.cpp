@@ -377,7 +377,7 @@ TEST(Redis, SecondNodeCompilesNothing) {
 
 namespace {
 
-// The program tests/compile_probe.c compiles.
+// The program tests/capi/compile_probe.c compiles.
 pcache_program probe_program(const std::string &source) {
   static const char *exprs[] = {"scale_add<float>"};
   return kernels_program(source, exprs, 1, PCACHE_TARGET_CUBIN);

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "support/test_util.hpp"
+#include "test_util.hpp"
 
 using testutil::Handle;
 

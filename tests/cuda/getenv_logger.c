@@ -1,6 +1,6 @@
 /* Test helper, LD_PRELOADed into nvrtc_raw: appends the name of every variable of the environment
  * a libnvrtc* library asks getenv or secure_getenv for to $PCACHE_TEST_GETENV_LOG, one a line, so
- * tests can check that progcache keys each one (tests/deps_strace_test.py). */
+ * tests can check that progcache keys each one (tests/core/deps_strace_test.py). */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <stdio.h>

@@ -18,7 +18,7 @@
 #include <string>
 #include <thread>
 
-#include "support/test_util.hpp"
+#include "test_util.hpp"
 
 using testutil::Handle;
 using testutil::ScopedEnv;

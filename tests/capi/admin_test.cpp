@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "support/test_util.hpp"
+#include "test_util.hpp"
 
 using testutil::Handle;
 
