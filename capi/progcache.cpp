@@ -9,6 +9,7 @@
 #include "core/key.hpp"
 #include "core/loader.hpp"
 #include "cuda/driver.hpp"
+#include "owned_payload.hpp"
 #include "shim.hpp"
 #include "util/uri.hpp"
 
@@ -134,10 +135,10 @@ pcache_status pcache_get(pcache *cache, const void *key, size_t key_size, void *
     if (!data || !size) throw invalid("data or size out-pointer is NULL");
     *data = nullptr;
     *size = 0;
+    auto hit = c.get(k);
+    if (!hit) return PCACHE_NOT_FOUND;
     size_t n = 0;
-    uint8_t *payload = c.get_owned(k, &n);
-    if (!payload) return PCACHE_NOT_FOUND;
-    *data = payload;
+    *data = progcache::shim::hand_over_payload(std::move(*hit), c.records_shared(), &n);
     *size = n;
     return PCACHE_OK;
   });
@@ -163,7 +164,7 @@ pcache_status pcache_get_into(pcache *cache, const void *key, size_t key_size, v
 }
 
 void pcache_free(void *data) {
-  progcache::release_payload(data);
+  progcache::shim::release_payload(data);
 }
 
 pcache_status pcache_get_view(pcache *cache, const void *key, size_t key_size, pcache_view *view) {

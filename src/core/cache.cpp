@@ -18,34 +18,6 @@
 namespace progcache {
 namespace {
 
-// A payload handed to C callers is preceded by {magic, block base}, so that pcache_free can
-// find the start of the malloc'd block whatever the payload's offset inside the record.
-constexpr uint64_t kOwnedMagic = 0x70636163686521ull;  // "pcache!"
-
-uint8_t *hand_over(Blob &&block, size_t payload_offset) {
-  uint8_t *payload = block.data() + payload_offset;
-  uint8_t *base = block.release_base();
-  std::memcpy(payload - 16, &kOwnedMagic, 8);
-  std::memcpy(payload - 8, &base, sizeof base);
-  return payload;
-}
-
-}  // namespace
-
-void release_payload(void *payload) noexcept {
-  if (!payload) return;
-  auto *p = static_cast<uint8_t *>(payload);
-  uint64_t magic;
-  std::memcpy(&magic, p - 16, 8);
-  if (magic != kOwnedMagic) std::abort();  // not from pcache_get: freeing it would corrupt the heap
-  uint8_t *base;
-  std::memcpy(&base, p - 8, sizeof base);
-  std::memset(p - 16, 0, 8);
-  std::free(base);
-}
-
-namespace {
-
 // compress=none|zstd and compress_level=N, taken from the URI before the backend sees the rest.
 int take_compress_level(Uri &uri, bool default_on) {
   const std::string mode = uri.take("compress", default_on ? "zstd" : "none");
@@ -270,22 +242,6 @@ std::optional<Hit> Cache::read(ByteView key, Access access, bool count_hits, boo
   count_op();
   bytes_read_.fetch_add(parts->payload.size, std::memory_order_relaxed);
   return Hit{std::move(record), parts->payload, parts->meta};
-}
-
-uint8_t *Cache::get_owned(ByteView key, size_t *size) {
-  auto hit = get(key);
-  if (!hit) return nullptr;
-  *size = hit->payload.size;
-  // A record read from storage is ours alone: hand its block over without copying. Records that
-  // ever sat in memory (a memory backend, or a memory tier behind a tiered cache) were shared
-  // with other threads, and use_count() == 1 does not order their last reads before our writes:
-  // those are copied.
-  if (!backend_->in_process() && hit->record.use_count() == 1) {
-    const size_t offset = static_cast<size_t>(hit->payload.data - hit->record->data());
-    auto &block = const_cast<Blob &>(*hit->record);  // sole owner; the object is not const
-    return hand_over(std::move(block), offset);
-  }
-  return hand_over(Blob::copy_of(hit->payload), 0);
 }
 
 void Cache::check_payload_size(uint64_t size) const {

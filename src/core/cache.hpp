@@ -85,8 +85,9 @@ class Cache final : public MemoStore {
     misses_.fetch_add(1, std::memory_order_relaxed);
     count_op();
   }
-  // Like get, but hands back a malloc'd payload for the C caller (see release_payload).
-  [[nodiscard]] uint8_t *get_owned(ByteView key, size_t *size);
+  // Whether records this cache returns may be shared with other threads (a memory store, or a
+  // memory tier): such a record's block is never handed over to a caller, only copied.
+  bool records_shared() const { return backend_->in_process(); }
   void put(ByteView key, ByteView payload) { put(key, payload, {}); }
   void put(ByteView key, ByteView payload, ByteView meta);
   // Stores a hit another cache verified (a tier copy): the record as it is when this cache would
@@ -194,9 +195,6 @@ class Cache final : public MemoStore {
   std::atomic<uint64_t> hits_{0}, misses_{0}, puts_{0}, deletes_{0}, bytes_read_{0},
       bytes_written_{0}, corrupt_{0}, healed_{0}, uncacheable_{0}, saved_us_{0};
 };
-
-// Frees a payload returned by Cache::get_owned (NULL ok).
-void release_payload(void *payload) noexcept;
 
 inline constexpr size_t kMaxKeySize = kMaxEntryKeySize;
 
