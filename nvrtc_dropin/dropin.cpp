@@ -26,7 +26,7 @@ namespace {
 // The ELF note that marks this file as the drop-in (src/cuda/elf_file.hpp): whichever copy of the
 // core looks for NVRTC (libprogcache in a process started by `progcache run`, say) skips it.
 struct DropinNote {
-  uint32_t name_size = 10, desc_size = 4, type = kDropinNoteType;
+  uint32_t name_size = 10, desc_size = 4, type = kFrontEndNoteType;
   char name[12] = "progcache";
   uint32_t desc = 1;
 };

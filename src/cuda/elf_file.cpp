@@ -26,7 +26,7 @@ bool read_range(int fd, uint64_t file_size, uint64_t offset, void *out, uint64_t
   return pread_all(fd, out, size, off_t(offset));
 }
 
-// The notes in [p, p + n) into facts: the first NT_GNU_BUILD_ID (as hex), and the drop-in mark.
+// The notes in [p, p + n) into facts: the first NT_GNU_BUILD_ID (as hex), and the front-end mark.
 void read_notes(const uint8_t *p, size_t n, ElfFacts &facts) {
   size_t at = 0;
   while (n - at >= sizeof(Elf64_Nhdr)) {
@@ -40,8 +40,8 @@ void read_notes(const uint8_t *p, size_t n, ElfFacts &facts) {
     if (gnu && h.n_type == NT_GNU_BUILD_ID && h.n_descsz > 0 && facts.build_id.empty())
       facts.build_id = to_hex(ByteView(p + at + name_len, h.n_descsz));
     if (h.n_namesz == 10 && std::memcmp(p + at, "progcache", 10) == 0 &&
-        h.n_type == kDropinNoteType)
-      facts.progcache_dropin = true;
+        h.n_type == kFrontEndNoteType)
+      facts.progcache_front_end = true;
     at += name_len + desc_len;
   }
 }

@@ -15,12 +15,12 @@ struct ElfFacts {
   std::string build_id;              // lower-case hex of NT_GNU_BUILD_ID; "" if none
   std::vector<std::string> runpath;  // DT_RUNPATH entries, unexpanded ("$ORIGIN", ...)
   std::vector<std::string> rpath;    // DT_RPATH entries (used only without DT_RUNPATH)
-  bool progcache_dropin = false;     // has kDropinNoteType: progcache's drop-in NVRTC
+  bool progcache_front_end = false;  // has kFrontEndNoteType: not the real NVRTC
 };
 
-// The ELF note that marks progcache's drop-in NVRTC (name "progcache"), so that no copy of the
-// core ever takes the drop-in for the real NVRTC it sits in front of.
-inline constexpr uint32_t kDropinNoteType = 0x50430001;
+// The ELF note that marks a progcache front end of NVRTC's API (name "progcache"), so that no
+// copy of the core ever takes it for the real NVRTC it sits in front of.
+inline constexpr uint32_t kFrontEndNoteType = 0x50430001;
 
 // Reads the facts of the ELF64 little-endian file open on fd. nullopt if it is not one, or is
 // truncated or malformed (every offset is checked against the file size).

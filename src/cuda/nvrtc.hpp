@@ -33,9 +33,9 @@ NvrtcLocation locate_nvrtc(MemoStore *memos = nullptr);
 // Tests: forgets what this process found, so the next locate_nvrtc() looks as a new process would.
 void forget_nvrtc_locations();
 
-// Narrows locate_nvrtc() for the rest of the process (the drop-in NVRTC, which sits in front of
-// the real library under its name): only libnvrtc.so.<major>, and never the file `self` (its
-// own, compared by device and inode). Call before the first locate_nvrtc().
+// Narrows locate_nvrtc() for the rest of the process (a front end of NVRTC's API, which sits in
+// front of the real library under its name): only libnvrtc.so.<major>, and never the file `self`
+// (its own, compared by device and inode). Call before the first locate_nvrtc().
 void restrict_nvrtc_search(int major, const std::string &self);
 
 struct NvrtcOutput {
@@ -93,7 +93,7 @@ class Nvrtc {
   static const Nvrtc *find_loaded(const std::string &path);
   // major * 1000 + minor * 10, as CUDA_VERSION (13.0 -> 13000).
   uint32_t version() const { return version_; }
-  // Every function, for a caller that forwards NVRTC's whole API (the drop-in).
+  // Every function, for a caller that forwards NVRTC's whole API (a front end).
   const NvrtcApi &api() const;
   const std::string &path() const { return path_; }
   // Compiles with the program's own options (LTO-IR targets get -dlto if absent). A program

@@ -1174,7 +1174,7 @@ bool is_nvrtc_object(const std::string &path) {
 
 // Redirects one object's imports; "" when it is observed from now on, else why not.
 std::string observe_object(const std::string &path) {
-  if (const auto facts = elf_facts_of_file(path); facts && facts->progcache_dropin) return "";
+  if (const auto facts = elf_facts_of_file(path); facts && facts->progcache_front_end) return "";
   if (patch_imports(path, hooks()) < 0)
     return "its imports cannot be redirected on this platform (" + path + ")";
   for (const std::string &f : imported_functions(path)) {

@@ -64,7 +64,7 @@ class NvrtcObservation {
 };
 
 // Redirects the imports of the NVRTC library at path, and of every other loaded libnvrtc*
-// object (its builtins, a real NVRTC behind a forwarding one) that is not a progcache drop-in,
+// object (its builtins, a real NVRTC behind a forwarding one) that is not a progcache front end,
 // to the recorders; once per object per process, thread-safe. Returns "" when every such object
 // is observed, else why not (an object whose imports cannot be rewritten, or that imports a
 // function this code neither records nor knows to be harmless).

@@ -18,8 +18,9 @@ namespace progcache {
 struct ParsedOptions;  // core/key.hpp
 
 enum class CodeType : int32_t { cxx = 0, ptx = 1, nvvm = 2 };
-// nvrtc_outputs is internal (never accepted from the C API): the drop-in NVRTC's entries, whose
-// payload holds every output of the compile (nvrtc_dropin/outputs.hpp), keyed apart from the rest.
+// nvrtc_outputs is internal (never accepted from the C API): the entries of a front end that
+// answers NVRTC's getters itself, whose payload holds every output of the compile in the front
+// end's own encoding, keyed apart from the rest.
 enum class Target : int32_t { cubin = 0, ptx = 1, ltoir = 2, nvrtc_outputs = 3 };
 
 struct ProgramDesc {
