@@ -43,9 +43,6 @@ std::vector<std::string> split_tiers(const std::string &text) {
   return out;
 }
 
-constexpr std::string_view kCapMemo = "config/max_size";
-static_assert(Backend::is_lasting_meta(kCapMemo), "a trim or a reset must never drop the cap");
-
 }  // namespace
 
 std::unique_ptr<Cache> Cache::open(std::string_view text, const CacheOptions &options) {
@@ -58,45 +55,6 @@ std::unique_ptr<Cache> Cache::open(std::string_view text, const CacheOptions &op
   cache->coordinator_.emplace(cache->backend_->lock_dir(), cache->backend_->leases(),
                               cache->modes_);
   return cache;
-}
-
-Cache::ConfiguredCap Cache::configured_cap() {
-  // A URI's cap, then the environment, then the cache's own, then the config files, then the
-  // default cache's default.
-  if (uri_cap_) return {*uri_cap_, "URI (?max_size=)"};
-  const Setting setting = lookup_setting("max_size");  // the environment's, else the files'
-  if (setting.from_environment())
-    return {setting.value.empty() ? 0 : parse_size("PCACHE_MAX_SIZE", setting.value),
-            setting.source};
-  bool present = false;
-  const std::optional<std::string> stored = read_memo(kCapMemo, &present);
-  bool unverified = present && !stored;  // damaged, forged, or signed with another secret
-  if (stored && !stored->empty()) {
-    try {
-      return {parse_size("stored max_size", *stored), "the cache (progcache config)"};
-    } catch (const Error &e) {
-      set_thread_warning(std::string(e.what()) + "; ignored");
-      unverified = true;
-    }
-  }
-  if (unverified && !(setting.set() && !setting.value.empty())) {
-    // A cap was stored but cannot be believed: never none. The default cache's default, which
-    // `progcache config max_size` sets again.
-    set_thread_warning("the cap stored in " + display_uri() +
-                       " cannot be verified; the default cap applies until `progcache config "
-                       "max_size` sets one again");
-    return {kDefaultCap, "the default (the stored cap cannot be verified)"};
-  }
-  if (setting.set() && !setting.value.empty())
-    return {parse_size("max_size in " + setting.source, setting.value), setting.source};
-  if (is_default_) return {kDefaultCap, "the default for the default cache"};
-  return {0, ""};
-}
-
-void Cache::store_cap(std::optional<uint64_t> bytes) {
-  const std::string value = bytes ? std::to_string(*bytes) : std::string();
-  const Blob record = encode_entry(ByteView(kCapMemo), {}, ByteView(value), mac_.get());
-  backend_->put_meta(kCapMemo, record.view());
 }
 
 std::unique_ptr<Cache> Cache::open_storage(std::string_view uri_text, const CacheOptions &options) {
@@ -170,16 +128,6 @@ std::string Cache::display_uri() const {
 
 std::vector<Cache *> Cache::tiers() const {
   return tiered_ ? tiered_->tiers() : std::vector<Cache *>{};
-}
-
-std::vector<std::pair<std::string, CacheStats>> Cache::tier_stats() const {
-  std::vector<std::pair<std::string, CacheStats>> out;
-  if (tiered_) {
-    for (auto &t : tiered_->tier_stats()) out.emplace_back(t.uri, t.stats);
-  } else {
-    out.emplace_back(display_uri(), stats());
-  }
-  return out;
 }
 
 void Cache::check_key(ByteView key) const {
@@ -298,118 +246,6 @@ Cache::~Cache() {
       return;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-}
-
-void Cache::count_op() {
-  // Share the counters now and then, so that a crashed process loses few; a flush is a small
-  // write, amortised over 1024 operations.
-  if (ops_since_flush_.fetch_add(1, std::memory_order_relaxed) + 1 >= 1024) {
-    ops_since_flush_.store(0, std::memory_order_relaxed);
-    try {
-      flush_counters();
-    } catch (const Error &) {
-    }
-  }
-}
-
-PersistentCounters Cache::handle_totals() const {
-  const CacheStats s = stats();
-  PersistentCounters t;
-#define PCACHE_COUNTER_TOTAL(name) t.name = int64_t(s.name);
-  PCACHE_SHARED_COUNTERS(PCACHE_COUNTER_TOTAL)
-#undef PCACHE_COUNTER_TOTAL
-  return t;
-}
-
-bool Cache::flush_counters() {
-  if (!backend_) return false;  // the backend failed to open (its constructor threw)
-  const PersistentCounters now = handle_totals();
-  PersistentCounters d;
-  for (size_t i = 0; i < flushed_.size(); ++i) {
-    const auto field = PersistentCounters::kFields[i].value;
-    d.*field = now.*field - flushed_[i].exchange(now.*field);
-  }
-  if (!d.any()) return false;
-  SharedCounters *shared = backend_->shared_counters();
-  if (!shared) {
-    std::lock_guard lock(local_counters_mutex_);
-    local_counters_ += d;
-    return false;
-  }
-  try {
-    shared->add_counters(d);
-  } catch (const Error &e) {
-    if (e.status() != Status::busy) throw;
-    // Busy: keep them for the next flush (a closing handle loses them; they are advisory).
-    for (size_t i = 0; i < flushed_.size(); ++i)
-      flushed_[i].fetch_sub(d.*PersistentCounters::kFields[i].value);
-    return true;
-  }
-  return false;
-}
-
-void Cache::zero_counters() {
-  const PersistentCounters now = handle_totals();
-  for (size_t i = 0; i < flushed_.size(); ++i)
-    flushed_[i].store(now.*PersistentCounters::kFields[i].value);
-  if (SharedCounters *shared = backend_->shared_counters()) return shared->reset_counters();
-  std::lock_guard lock(local_counters_mutex_);
-  local_counters_ = {};
-}
-
-PersistentCounters Cache::persistent_counters() {
-  flush_counters();
-  if (SharedCounters *shared = backend_->shared_counters()) return shared->counters();
-  std::lock_guard lock(local_counters_mutex_);
-  return local_counters_;
-}
-
-CacheStats Cache::stats() const {
-  CacheStats s;
-  auto ld = [](const std::atomic<uint64_t> &a) { return a.load(std::memory_order_relaxed); };
-  s.hits = ld(hits_);
-  s.misses = ld(misses_);
-  s.puts = ld(puts_);
-  s.deletes = ld(deletes_);
-  s.evictions = ld(events_.evictions);
-  s.bytes_read = ld(bytes_read_);
-  s.bytes_written = ld(bytes_written_);
-  s.corrupt = ld(corrupt_) + ld(events_.corrupt);
-  s.healed = ld(healed_);
-  s.uncacheable = ld(uncacheable_);
-  s.tier_errors = ld(events_.tier_errors);
-  s.tier_skips = ld(events_.tier_skips);
-  s.compile_us_saved = ld(saved_us_);
-  s.tier_timeouts = ld(events_.tier_timeouts);
-  return s;
-}
-
-std::optional<std::string> Cache::load_memo(std::string_view name) {
-  bool present = false;
-  return read_memo(name, &present);
-}
-
-std::optional<std::string> Cache::read_memo(std::string_view name, bool *present) {
-  *present = false;
-  try {
-    const std::optional<std::string> record = backend_->get_meta(name);
-    if (!record) return std::nullopt;
-    *present = true;
-    std::string why;
-    const auto parts = decode_entry(ByteView(*record), ByteView(name), true, &why, mac_.get());
-    if (!parts || parts->compressed) return std::nullopt;
-    return std::string(parts->payload.str());
-  } catch (const Error &) {
-    return std::nullopt;
-  }
-}
-
-void Cache::save_memo(std::string_view name, std::string_view value) {
-  try {
-    const Blob record = encode_entry(ByteView(name), {}, ByteView(value), mac_.get());
-    backend_->put_meta(name, record.view());
-  } catch (const Error &) {  // a memo only saves work: the next process redoes it
   }
 }
 

@@ -1,4 +1,8 @@
-// Cache: one open handle: the backend, the size cap, and the handle's statistics.
+// Cache: one open store and what every read and write of it goes through: entries encoded and
+// verified (checksum, key, MAC with the cache's secret, zstd), damage removed and counted
+// (cache.cpp); the handle's counters and the share of them it flushes to the store
+// (cache_counters.cpp); memos and the stored cap beside the entries (cache_metadata.cpp); and
+// the coordinator that makes compiles of one key single flight across processes.
 #pragma once
 
 #include <array>
