@@ -483,25 +483,14 @@ void SqliteBackend::put(ByteView key, Blob &&record, uint64_t payload_size) {
 }
 
 bool SqliteBackend::remove(ByteView key) {
-  std::lock_guard lock(mutex_);
-  return with_recovery([&] {
-    if (read_only_) throw Error(Status::permission, "cache database '" + path_ + "' is read-only");
-    bool removed = false;
-    write_txn([&] {
-      flush_touches_locked();
-      Totals t = load_totals_locked();
-      int64_t rowid = 0;
-      removed = delete_entry_locked(key, &t, &rowid);
-      if (removed) {
-        delete_recency_locked(rowid);
-        store_totals_locked(t.size < 0 || t.count < 0 ? recount_locked() : t);
-      }
-    });
-    return removed;
-  });
+  return remove_entry(key, false);
 }
 
 bool SqliteBackend::remove_damaged(ByteView key) {
+  return remove_entry(key, true);
+}
+
+bool SqliteBackend::remove_entry(ByteView key, bool damaged) {
   std::lock_guard lock(mutex_);
   return with_recovery([&] {
     if (read_only_) throw Error(Status::permission, "cache database '" + path_ + "' is read-only");
@@ -513,9 +502,12 @@ bool SqliteBackend::remove_damaged(ByteView key) {
       removed = delete_entry_locked(key, &t, &rowid);
       if (!removed) return;
       delete_recency_locked(rowid);
-      // Damage may have reached the row's size too (a truncated page): the totals are recounted
-      // from what remains rather than adjusted by a size that cannot be believed.
-      store_totals_locked(recount_locked(false));
+      // Damage may have reached the row's size too (a truncated page): the totals are then
+      // recounted from what remains rather than adjusted by a size that cannot be believed.
+      if (damaged)
+        store_totals_locked(recount_locked(false));
+      else
+        store_totals_locked(t.size < 0 || t.count < 0 ? recount_locked() : t);
     });
     return removed;
   });

@@ -86,6 +86,7 @@ class SqliteBackend final : public Backend, public SharedCounters {
   void init_schema();
   void set_journal_mode();
   void reset_database(const std::string &why);
+  bool remove_entry(ByteView key, bool damaged);                 // remove, or remove_damaged
   void put_meta_locked(std::string_view name, ByteView record);  // holds mutex_
   sqlite3_stmt *stmt(Stmt s);
   static const char *sql_text(Stmt s);

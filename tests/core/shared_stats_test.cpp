@@ -26,6 +26,21 @@ class SharedStats : public ::testing::Test {
   std::string dir_;
 };
 
+// A loopback server that accepts connections (with flags: SOCK_NONBLOCK to count them) and never
+// answers: every call to it times out. Its port; *fd is the listening socket.
+int silent_server(int flags, int *fd) {
+  *fd = ::socket(AF_INET, SOCK_STREAM | flags, 0);
+  EXPECT_GE(*fd, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  EXPECT_EQ(::bind(*fd, reinterpret_cast<sockaddr *>(&addr), sizeof addr), 0);
+  EXPECT_EQ(::listen(*fd, 128), 0);
+  EXPECT_EQ(::getsockname(*fd, reinterpret_cast<sockaddr *>(&addr), &len), 0);
+  return ntohs(addr.sin_port);
+}
+
 pcache_shared_stats shared(pcache *c) {
   pcache_shared_stats s{};
   s.struct_size = sizeof s;
@@ -115,19 +130,11 @@ TEST_F(SharedStats, TierErrorsAreRecordedInTheTiersThatAnswer) {
       EXPECT_GE(shared(tier).tier_errors, 2) << local;
       EXPECT_EQ(shared(tier).tier_timeouts, 0) << local << ": a refused connection is no timeout";
     }
-    // A server that accepts connections and never answers: every call times out.
-    const int silent = ::socket(AF_INET, SOCK_STREAM, 0);
-    ASSERT_GE(silent, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof addr;
-    ASSERT_EQ(::bind(silent, reinterpret_cast<sockaddr *>(&addr), sizeof addr), 0);
-    ASSERT_EQ(::listen(silent, 16), 0);
-    ASSERT_EQ(::getsockname(silent, reinterpret_cast<sockaddr *>(&addr), &len), 0);
+    int silent = -1;
+    const int port = silent_server(0, &silent);
     {
-      Handle stack("tiered:" + local + "|redis://127.0.0.1:" +
-                   std::to_string(ntohs(addr.sin_port)) + "/0?timeout_ms=100&backoff_ms=0");
+      Handle stack("tiered:" + local + "|redis://127.0.0.1:" + std::to_string(port) +
+                   "/0?timeout_ms=100&backoff_ms=0");
       std::string got;
       EXPECT_EQ(stack.get("b", &got), PCACHE_NOT_FOUND);
     }
@@ -199,23 +206,16 @@ TEST_F(SharedStats, ArgumentsAreChecked) {
 // own flush recorded. After a timeout the tier is left alone (even with backoff_ms=0), and a close
 // waits only for a busy store. Counted as connections the silent server was asked for.
 TEST_F(SharedStats, ASilentRemoteCostsOneTimeoutNotOnePerCall) {
-  const int silent = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
-  ASSERT_GE(silent, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof addr;
-  ASSERT_EQ(::bind(silent, reinterpret_cast<sockaddr *>(&addr), sizeof addr), 0);
-  ASSERT_EQ(::listen(silent, 128), 0);
-  ASSERT_EQ(::getsockname(silent, reinterpret_cast<sockaddr *>(&addr), &len), 0);
+  int silent = -1;
+  const int port = silent_server(SOCK_NONBLOCK, &silent);
   std::vector<int> accepted;
   auto connections = [&] {
     for (int fd; (fd = ::accept(silent, nullptr, nullptr)) >= 0;) accepted.push_back(fd);
     return accepted.size();
   };
   {
-    Handle stack("tiered:sqlite:" + dir_ + "/l.db|redis://127.0.0.1:" +
-                 std::to_string(ntohs(addr.sin_port)) + "/0?timeout_ms=100&backoff_ms=0");
+    Handle stack("tiered:sqlite:" + dir_ + "/l.db|redis://127.0.0.1:" + std::to_string(port) +
+                 "/0?timeout_ms=100&backoff_ms=0");
     std::string got;
     for (int i = 0; i < 5; ++i)
       EXPECT_EQ(stack.get("k" + std::to_string(i), &got), PCACHE_NOT_FOUND);
