@@ -40,7 +40,9 @@ static_assert(sizeof(pcache_options) == 32 && offsetof(pcache_options, max_size_
               offsetof(pcache_options, secret) == 16 &&
               offsetof(pcache_options, secret_size) == 24);
 static_assert(sizeof(pcache_stats) == 104);
-static_assert(sizeof(pcache_shared_stats) == progcache::shim::kSharedStatsV1Size);
+static_assert(sizeof(pcache_shared_stats) == 80 &&
+                  offsetof(pcache_shared_stats, healed) == progcache::shim::kSharedStatsV1Size,
+              "pcache_shared_stats grew: add a version note");
 
 static_assert(sizeof(pcache_program) == progcache::shim::kProgramV1Size,
               "pcache_program grew: add a version note");

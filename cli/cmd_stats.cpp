@@ -72,14 +72,14 @@ int print_json(const pcache_admin_info &info, const Totals &t, const Cap &cap_in
       "{\"cache\": %s, \"entries\": %llu, \"size_bytes\": %llu, \"cap_bytes\": %s, "
       "\"cap_source\": %s, %s, \"hits\": %lld, \"misses\": %lld, \"evictions\": %lld, "
       "\"compile_us_saved\": %lld, \"corrupt\": %lld, \"uncacheable\": %lld, "
-      "\"tier_errors\": %lld, \"tier_timeouts\": %lld}\n",
+      "\"tier_errors\": %lld, \"tier_timeouts\": %lld, \"healed\": %lld}\n",
       json_string(info.uri).c_str(), (unsigned long long)t.entries, (unsigned long long)t.bytes,
       json_number_or_null(cap).c_str(),
       cap_in.source.empty() ? "null" : json_string(cap_in.source).c_str(), ratios,
       (long long)t.shared.hits, (long long)t.shared.misses, (long long)t.shared.evictions,
       (long long)t.shared.compile_us_saved, (long long)t.shared.corrupt,
       (long long)t.shared.uncacheable, (long long)t.shared.tier_errors,
-      (long long)t.shared.tier_timeouts);
+      (long long)t.shared.tier_timeouts, (long long)t.shared.healed);
   return 0;
 }
 
@@ -103,6 +103,9 @@ int print_text(const pcache_admin_info &info, const Totals &t, const Cap &cap_in
   std::printf("damaged, removed:    %lld\n", (long long)t.shared.corrupt);
   std::printf("not stored:          %lld (uncacheable programs, failed stores)\n",
               (long long)t.shared.uncacheable);
+  if (t.shared.healed)
+    std::printf("healed:              %lld (images the driver rejected, compiled again)\n",
+                (long long)t.shared.healed);
   if (t.shared.tier_errors)
     std::printf("tier errors:         %lld (a tier of a tiered cache failed; %lld timed out)\n",
                 (long long)t.shared.tier_errors, (long long)t.shared.tier_timeouts);

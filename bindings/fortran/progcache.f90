@@ -44,6 +44,7 @@ module progcache
     integer(c_int32_t) :: reserved
     integer(c_int64_t) :: hits, misses, evictions, compile_us_saved, corrupt, uncacheable, &
       tier_errors, tier_timeouts
+    integer(c_int64_t) :: healed  ! since 0.5
   end type
 
   !> A name expression and its lowered (mangled) symbol, as pcache_compile_f returns them.

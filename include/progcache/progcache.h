@@ -368,6 +368,8 @@ typedef struct pcache_shared_stats {
   int64_t tier_errors;      /* tiered caches: calls on a tier that failed (a remote tier down or
                                slow, a local one busy), recorded in the tiers that answered */
   int64_t tier_timeouts;    /* ...of which a remote tier did not answer within its timeout_ms */
+  /* version 0.5 (80 bytes): */
+  int64_t healed; /* cached images the driver rejected, removed and replaced by a fresh compile */
   /* later versions append int64_t fields here */
 } pcache_shared_stats;
 

@@ -41,7 +41,8 @@ struct BackendConfig {
 // Since 0.4: damaged records found and removed, compiles not stored (uncacheable programs,
 // failed stores), and calls on a tier of a tiered stack that failed (an unreachable or slow
 // remote tier, a busy local one; recorded in the stack's other tiers), and of those, the ones
-// where a remote tier did not answer within its timeout.
+// where a remote tier did not answer within its timeout. Since 0.5: cached images the driver
+// rejected, replaced by a fresh compile.
 // clang-format off
 #define PCACHE_SHARED_COUNTERS(X) \
   X(hits) \
@@ -51,7 +52,8 @@ struct BackendConfig {
   X(corrupt) \
   X(uncacheable) \
   X(tier_errors) \
-  X(tier_timeouts)
+  X(tier_timeouts) \
+  X(healed)
 // clang-format on
 
 struct PersistentCounters {

@@ -47,22 +47,35 @@ constexpr int kStatsFileWords = kStatsWords + 1 + kStatsExtWords;
 // costs a recount).
 constexpr uint64_t kStatsDirMagic = 0x3130524944534650ull;  // "PFSDIR01"
 constexpr int kStatsDirWords = 3;
+// After that, every shared counter added to PersistentCounters::kFields after 0.4's eight, in
+// kFields order, in a block of its own: magic, how many, kLaterRoom values, checksum. A new
+// counter needs nothing here: a reader takes the first min(how many, its own) values, and an
+// older writer leaves the block as it was.
+constexpr uint64_t kStatsLaterMagic = 0x3130544e43534650ull;  // "PFSCNT01"
+constexpr size_t kLaterRoom = 16;
+constexpr int kStatsLaterWords = 3 + int(kLaterRoom);
+constexpr int kStatsAllWords = kStatsFileWords + kStatsDirWords + kStatsLaterWords;
+constexpr int kLaterAt = kStatsFileWords + kStatsDirWords;  // the later block's first word
 
 // The shared counters' words in the stats file, in PersistentCounters::kFields order: the first
-// four in the base block (words 3-6), those added in 0.4 in the extension (words 10-13). A
-// counter added to kFields needs a word here: the static_assert says so.
-constexpr size_t kBaseCounters = 4;
-static_assert(std::size(PersistentCounters::kFields) == kBaseCounters + kStatsExtWords - 2,
-              "every shared counter has a word in the stats file");
+// four in the base block (words 3-6), those added in 0.4 in the extension (words 10-13), the
+// rest in the later block.
+constexpr size_t kBaseCounters = 4, kFixedCounters = 8;
+static_assert(std::size(PersistentCounters::kFields) >= kFixedCounters &&
+                  std::size(PersistentCounters::kFields) - kFixedCounters <= kLaterRoom,
+              "the stats file's later block has room for every counter added since 0.4");
+constexpr size_t kLaterCounters = std::size(PersistentCounters::kFields) - kFixedCounters;
 constexpr size_t counter_word(size_t field) {
-  return field < kBaseCounters ? 3 + field : kStatsWords + 2 + (field - kBaseCounters);
+  return field < kBaseCounters    ? 3 + field
+         : field < kFixedCounters ? kStatsWords + 2 + (field - kBaseCounters)
+                                  : kLaterAt + 2 + (field - kFixedCounters);
 }
 
-PersistentCounters counters_from(const uint64_t *buf, bool ext_valid) {
+// valid_to: the counters of kFields[0, valid_to) whose blocks passed their checks.
+PersistentCounters counters_from(const uint64_t *buf, size_t valid_to) {
   PersistentCounters c;
-  for (size_t i = 0; i < std::size(PersistentCounters::kFields); ++i)
-    if (i < kBaseCounters || ext_valid)
-      c.*PersistentCounters::kFields[i].value = int64_t(buf[counter_word(i)]);
+  for (size_t i = 0; i < std::min(valid_to, std::size(PersistentCounters::kFields)); ++i)
+    c.*PersistentCounters::kFields[i].value = int64_t(buf[counter_word(i)]);
   return c;
 }
 // Below this many entries eviction looks at every entry (exact mtime LRU); above it, at one
@@ -596,29 +609,37 @@ int64_t FileStreamBackend::dir_mtime_ns() const {
 }
 
 FileStreamBackend::Totals FileStreamBackend::read_totals_locked() {
-  uint64_t buf[kStatsFileWords + kStatsDirWords] = {};
+  uint64_t buf[kStatsAllWords] = {};
   const ssize_t n = ::pread(stats_fd_.get(), buf, sizeof buf, 0);
+  auto has = [&](int words) { return n >= ssize_t(8 * words); };
   const uint64_t *dirs = buf + kStatsFileWords;
-  const int64_t stamped =
-      n >= ssize_t(sizeof buf) && dirs[0] == kStatsDirMagic && dirs[2] == XXH3_64bits(dirs, 16)
-          ? int64_t(dirs[1])
-          : 0;
-  const bool whole = n >= ssize_t(8 * kStatsWords) && buf[0] == kStatsMagic &&
+  const int64_t stamped = has(kStatsFileWords + kStatsDirWords) && dirs[0] == kStatsDirMagic &&
+                                  dirs[2] == XXH3_64bits(dirs, 16)
+                              ? int64_t(dirs[1])
+                              : 0;
+  const bool whole = has(kStatsWords) && buf[0] == kStatsMagic &&
                      buf[kStatsWords - 1] == XXH3_64bits(buf, 8 * (kStatsWords - 1)) &&
                      int64_t(buf[1]) >= 0 && int64_t(buf[2]) >= 0;
   const uint64_t *ext = buf + kStatsWords + 1;
-  const bool ext_valid = n >= ssize_t(sizeof buf) && ext[0] == kStatsExtMagic &&
+  const bool ext_valid = has(kStatsFileWords) && ext[0] == kStatsExtMagic &&
                          ext[kStatsExtWords - 1] == XXH3_64bits(ext, 8 * (kStatsExtWords - 1));
+  const uint64_t *later = buf + kLaterAt;
+  const bool later_valid =
+      has(kStatsAllWords) && later[0] == kStatsLaterMagic && later[1] <= kLaterRoom &&
+      later[kStatsLaterWords - 1] == XXH3_64bits(later, 8 * (kStatsLaterWords - 1));
+  const size_t valid_to = !ext_valid     ? kBaseCounters
+                          : !later_valid ? kFixedCounters
+                                         : kFixedCounters + size_t(later[1]);
   if (whole && buf[kStatsWords] != kUpdateInProgress) {
     Totals t{int64_t(buf[1]), int64_t(buf[2]), {}};
-    t.counters = counters_from(buf, ext_valid);
+    t.counters = counters_from(buf, valid_to);
     t.recount = stamped != 0 && stamped != dir_mtime_ns();  // a shard may have been replaced
     return t;
   }
   // Missing or damaged accounting, or a holder of the lock died while changing entries: count
   // again from the entries themselves, keeping the shared counters when they survived.
   Totals t = rebuild_totals_locked();
-  if (whole) t.counters = counters_from(buf, ext_valid);
+  if (whole) t.counters = counters_from(buf, valid_to);
   write_totals_locked(t);
   return t;
 }
@@ -642,7 +663,7 @@ void FileStreamBackend::account_removal(Totals &t, const std::optional<int64_t> 
 
 void FileStreamBackend::write_totals_locked(Totals t) {
   if (t.recount) t = recount_keeping_counters_locked(t);
-  uint64_t buf[kStatsFileWords + kStatsDirWords] = {};
+  uint64_t buf[kStatsAllWords] = {};
   buf[0] = kStatsMagic;
   buf[1] = uint64_t(std::max<int64_t>(t.count, 0));
   buf[2] = uint64_t(std::max<int64_t>(t.size, 0));
@@ -656,6 +677,10 @@ void FileStreamBackend::write_totals_locked(Totals t) {
   dirs[0] = kStatsDirMagic;
   dirs[1] = uint64_t(dir_mtime_ns());
   dirs[2] = XXH3_64bits(dirs, 16);
+  uint64_t *later = buf + kLaterAt;
+  later[0] = kStatsLaterMagic;
+  later[1] = kLaterCounters;
+  later[kStatsLaterWords - 1] = XXH3_64bits(later, 8 * (kStatsLaterWords - 1));
   ssize_t n;
   do {
     n = ::pwrite(stats_fd_.get(), buf, sizeof buf, 0);

@@ -609,6 +609,36 @@ TEST(SharedCounterStores, EveryCounterSurvivesARoundTripInEveryStore) {
   }
 }
 
+// Counters added after 0.4's eight (healed, since 0.5) live in the file-stream stats file's block
+// for later counters, which needs no change when one is added: a file without the block (0.4's
+// 15 words) reads them as zero and keeps the rest; a damaged block costs only them.
+TEST(SharedCounterStores, FileStreamCountersAddedLaterHaveABlockOfTheirOwn) {
+  TempDir d;
+  const std::string fs = d / "fs", uri = "filestream:" + fs;
+  progcache::PersistentCounters delta;
+  delta.hits = 7;
+  delta.uncacheable = 5;
+  delta.healed = 3;
+  auto counters = [&] {
+    return progcache::Cache::open(uri, {})->backend().shared_counters()->counters();
+  };
+  progcache::Cache::open(uri, {})->backend().shared_counters()->add_counters(delta);
+  const std::string stats = read_file(fs + "/stats");
+  ASSERT_EQ(stats.size(), 37u * 8);
+  EXPECT_EQ(counters().healed, 3);
+  write_file(fs + "/stats", stats.substr(0, 15 * 8));  // as 0.4 wrote it
+  progcache::PersistentCounters c = counters();
+  EXPECT_EQ(c.hits, 7);
+  EXPECT_EQ(c.uncacheable, 5);
+  EXPECT_EQ(c.healed, 0);
+  std::string damaged = stats;
+  damaged[20 * 8] ^= 1;  // healed's word, under the later block's checksum
+  write_file(fs + "/stats", damaged);
+  c = counters();
+  EXPECT_EQ(c.uncacheable, 5);
+  EXPECT_EQ(c.healed, 0) << "a block that fails its check is not believed";
+}
+
 // A value of another type where the shared counters' hash belongs (a string, here) made every
 // counter update fail with WRONGTYPE for good. It is replaced by a fresh hash, with a warning;
 // gets and puts never fail for it.

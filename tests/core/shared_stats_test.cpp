@@ -158,8 +158,9 @@ TEST_F(SharedStats, FileStreamStatsFileStaysCompatible) {
     ASSERT_EQ(h.get("nope", &got), PCACHE_NOT_FOUND);
   }
   std::string stats = testutil::read_file(fs + "/stats");
-  ASSERT_EQ(stats.size(), 18u * 8)
-      << "9 words as 0.3 wrote them, the 6-word block of 0.4, the directory's stamp of 0.5";
+  ASSERT_EQ(stats.size(), 37u * 8)
+      << "9 words as 0.3 wrote them, the 6-word block of 0.4, the directory's stamp and the "
+         "19-word block of counters added since 0.4";
   std::string old_format = stats.substr(0, 9 * 8);
   testutil::write_file(fs + "/stats", old_format);
   {
@@ -178,7 +179,7 @@ TEST_F(SharedStats, FileStreamStatsFileStaysCompatible) {
     ASSERT_EQ(h.get("e", &got), PCACHE_OK);
   }
   stats = testutil::read_file(fs + "/stats");
-  ASSERT_EQ(stats.size(), 18u * 8);
+  ASSERT_EQ(stats.size(), 37u * 8);
   stats[11 * 8] ^= 1;  // the uncacheable counter, under the block's checksum
   testutil::write_file(fs + "/stats", stats);
   Handle h(uri);

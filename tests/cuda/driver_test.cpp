@@ -53,6 +53,10 @@ TEST(Driver, ACachedImageTheDriverRejectsIsRemovedRecompiledAndLoaded) {
   EXPECT_EQ(pcache_module_get_function(m, "scale_add<float>", &f), PCACHE_OK);
   pcache_module_unload(m);
   EXPECT_EQ(c.stats().healed, 1u);
+  pcache_shared_stats shared{};
+  shared.struct_size = sizeof shared;
+  ASSERT_EQ(pcache_get_shared_stats(c, &shared), PCACHE_OK);
+  EXPECT_EQ(shared.healed, 1) << "every process using the cache sees it (since 0.5)";
   std::string v;
   ASSERT_EQ(c.get(key, &v), PCACHE_OK);
   EXPECT_EQ(v.substr(0, 4),

@@ -130,7 +130,7 @@ class _SharedStats(ctypes.Structure):
     _fields_ = [("struct_size", ctypes.c_uint32), ("reserved", ctypes.c_uint32)] + [
         (name, ctypes.c_int64) for name in (
             "hits", "misses", "evictions", "compile_us_saved", "corrupt", "uncacheable",
-            "tier_errors", "tier_timeouts")]
+            "tier_errors", "tier_timeouts", "healed")]
 
 
 class _View(ctypes.Structure):
@@ -491,7 +491,8 @@ class Cache:
 
     def shared_stats(self):
         """The counters every process using this cache's storage shares, as a dict (hits,
-        misses, evictions, compile_us_saved, corrupt, uncacheable, tier_errors, tier_timeouts): what
+        misses, evictions, compile_us_saved, corrupt, uncacheable, tier_errors, tier_timeouts,
+        healed; 0 from a library before 0.5): what
         `progcache stats` shows. A tiered cache has none of its own (ProgcacheError)."""
         s = _SharedStats()
         s.struct_size = ctypes.sizeof(_SharedStats)
