@@ -1,5 +1,5 @@
-// NVRTC, opened with dlopen at run time (never linked), found without loading it so that a
-// cache hit can be keyed by the library's file identity alone.
+// NVRTC, opened with dlopen at run time (never linked), found without loading it
+// (cuda/jit_library.hpp) so that a cache hit can be keyed by the library's file identity alone.
 #pragma once
 
 #include <nvrtc.h>
@@ -10,33 +10,26 @@
 #include <utility>
 #include <vector>
 
+#include "cuda/jit_library.hpp"
 #include "cuda/program.hpp"
 #include "util/memo_store.hpp"
 
 namespace progcache {
 
-// Which libnvrtc would be used, found by looking at files only (no dlopen).
-struct NvrtcLocation {
-  std::string path;      // resolved (realpath) file
-  std::string found_as;  // the name it was found by (dir/libnvrtc.so.N); "" when given
-  std::string identity;  // "path|size|mtime_ns|dev:ino": changes when the file changes
-  std::vector<std::string> tried;
-};
+using NvrtcLocation = LibraryLocation;
 
-// $PCACHE_NVRTC_LIBRARY if set, else the libnvrtc.so.<major> with the highest major found in
-// $CUDA_HOME/lib64, $CUDA_PATH/lib64, $LD_LIBRARY_PATH, /usr/local/cuda/lib64 and the system
-// library directories. Throws Error(cuda_unavailable) listing the paths tried.
-// Listing those directories (thousands of names in the system ones) is done once per process,
-// and with memos once while none of them changes: the result is remembered with each
-// directory's inode and mtime, so a later process only stats them (docs/keys.md).
-NvrtcLocation locate_nvrtc(MemoStore *memos = nullptr);
-// Tests: forgets what this process found, so the next locate_nvrtc() looks as a new process would.
-void forget_nvrtc_locations();
-
-// Narrows locate_nvrtc() for the rest of the process (a front end of NVRTC's API, which sits in
-// front of the real library under its name): only libnvrtc.so.<major>, and never the file `self`
-// (its own, compared by device and inode). Call before the first locate_nvrtc().
-void restrict_nvrtc_search(int major, const std::string &self);
+// locate_library(kNvrtcLibrary, memos): $PCACHE_NVRTC_LIBRARY if set, else the libnvrtc.so.<major>
+// with the highest major found in the search directories (cuda/jit_library.hpp).
+inline NvrtcLocation locate_nvrtc(MemoStore *memos = nullptr) {
+  return locate_library(kNvrtcLibrary, memos);
+}
+inline void forget_nvrtc_locations() {
+  forget_library_locations();
+}
+// restrict_library_search for NVRTC (its front end, the drop-in libnvrtc).
+inline void restrict_nvrtc_search(int major, const std::string &self) {
+  restrict_library_search(kNvrtcLibrary, major, self);
+}
 
 struct NvrtcOutput {
   bool ok = false;
