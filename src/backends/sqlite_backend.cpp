@@ -185,6 +185,24 @@ SqliteBackend::TouchDue SqliteBackend::note_touch(ByteView key) {
              : TouchDue::later;
 }
 
+int64_t SqliteBackend::read_clock_locked() {
+  // A clock damage left negative or near INT64_MAX could not advance (the next touch would
+  // overflow): it restarts after the newest believable recency.
+  constexpr int64_t kMaxClock = int64_t(1) << 62;
+  const int64_t clock = meta_get("clock");
+  if (clock >= 0 && clock < kMaxClock) return clock;
+  sqlite3_stmt *s = nullptr;
+  int64_t newest = 0;
+  const std::string sql =
+      "SELECT coalesce(max(atime), 0) FROM recency WHERE atime >= 0 AND atime < " +
+      std::to_string(kMaxClock);
+  if (sqlite3_prepare_v2(db_, sql.c_str(), -1, &s, nullptr) == SQLITE_OK &&
+      sqlite3_step(s) == SQLITE_ROW)
+    newest = sqlite3_column_int64(s, 0);
+  sqlite3_finalize(s);
+  return newest;
+}
+
 void SqliteBackend::flush_touches_locked() {
   const std::vector<std::string> touches = take_touches();
   if (touches.empty()) return;
@@ -192,7 +210,7 @@ void SqliteBackend::flush_touches_locked() {
   // 128 times between flushes is written once, not 128 times.
   std::unordered_map<std::string_view, size_t> last;
   for (size_t i = 0; i < touches.size(); ++i) last[touches[i]] = i;
-  int64_t clock = meta_get("clock");
+  int64_t clock = read_clock_locked();
   for (size_t i = 0; i < touches.size(); ++i) {
     const std::string &k = touches[i];
     if (last[k] != i) continue;
@@ -455,7 +473,7 @@ void SqliteBackend::put(ByteView key, Blob &&record, uint64_t payload_size) {
       Totals t = load_totals_locked();
       int64_t old_rowid = 0;
       if (delete_entry_locked(key, &t, &old_rowid)) delete_recency_locked(old_rowid);
-      const int64_t clock = meta_get("clock") + 1;
+      const int64_t clock = read_clock_locked() + 1;
       {
         StmtScope q{stmt(kInsert)};
         sqlite3_bind_blob(q.s, 1, key.data, static_cast<int>(key.size), SQLITE_STATIC);

@@ -101,6 +101,7 @@ class SqliteBackend final : public Backend, public SharedCounters {
   auto with_recovery(Fn &&fn) -> decltype(fn());
   [[noreturn]] void fail(int rc, const std::string &what);
   int64_t meta_get(const char *name);
+  int64_t read_clock_locked();  // meta's LRU clock, repaired when damage stopped it
   void meta_set(const char *name, int64_t value);
   // A read-only connection of this handle's pool. A hit runs on the main connection when it is
   // free and on a reader when another thread holds it: WAL readers never wait for each other,

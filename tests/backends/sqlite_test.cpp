@@ -839,6 +839,25 @@ TEST(Sqlite, IndexDamageIsFoundByTheStorageCheckAndRepaired) {
   EXPECT_EQ(damaged, 0) << pcache_last_error();
 }
 
+// The LRU clock damaged to a value near INT64_MAX (9.9e30 reads as INT64_MAX): the next put's
+// clock + 1 overflowed (UBSan in the damage campaign), and in a release build wrapped to the
+// oldest time there is, so the newest entry was the first evicted. It restarts after the newest
+// recency instead.
+TEST(Sqlite, ADamagedLruClockStillOrdersEvictions) {
+  TempDir d;
+  const std::string db = d / "cache.db";
+  fill(db, 3, 1000);
+  sql_exec(db, "UPDATE meta SET value = 9.9e30 WHERE name = 'clock'");
+  Handle c("sqlite:" + db, 3500);
+  ASSERT_EQ(c.put("new", std::string(1000, 'n')), PCACHE_OK);  // 4000 bytes: one must go
+  std::string got;
+  EXPECT_EQ(c.get("new", &got), PCACHE_OK) << "the newest entry was evicted";
+  EXPECT_EQ(c.get("k0", &got), PCACHE_NOT_FOUND) << "the oldest was kept";
+  ASSERT_EQ(c.put("newer", std::string(1000, 'n')), PCACHE_OK);
+  EXPECT_EQ(c.get("new", &got), PCACHE_OK) << "the entry put after the damage was taken as oldest";
+  EXPECT_EQ(c.get("newer", &got), PCACHE_OK);
+}
+
 // Totals that agree with their check value but not with the entries (a row's size damaged after
 // it was counted): the storage check finds the drift and recounts; removing a damaged row
 // recounts rather than trusting its size.
