@@ -44,7 +44,8 @@ static_assert(sizeof(pcache_shared_stats) == 80 &&
                   offsetof(pcache_shared_stats, healed) == progcache::shim::kSharedStatsV1Size,
               "pcache_shared_stats grew: add a version note");
 
-static_assert(sizeof(pcache_program) == progcache::shim::kProgramV1Size,
+static_assert(sizeof(pcache_program) == 120 &&
+                  offsetof(pcache_program, header_sizes) == progcache::shim::kProgramV1Size,
               "pcache_program grew: add a version note");
 
 using namespace progcache::shim;
@@ -350,6 +351,11 @@ pcache_status pcache_make_key(const pcache_program *program, uint8_t *key_out) {
   return guarded(__func__, [&] {
     if (!key_out) throw invalid("key_out is NULL");
     const progcache::ProgramDesc desc = to_desc(program);
+    if (desc.code_type != progcache::CodeType::cxx) {  // every input is in the program
+      const progcache::Key key = progcache::derive_key(desc);
+      std::memcpy(key_out, key.data(), key.size());
+      return PCACHE_OK;
+    }
     const progcache::ParsedOptions &options = progcache::program_options(desc);  // refuse early
     if (!options.uncacheable.empty())
       throw invalid("this program cannot be keyed: " + options.uncacheable);

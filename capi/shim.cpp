@@ -122,7 +122,12 @@ progcache::ProgramDesc to_desc(const pcache_program *program) {
   d.source = ByteView(p.source, p.source_size ? p.source_size : std::strlen(p.source));
   d.options = string_list(p.options, p.num_options, "options");
   const auto names = string_list(p.header_names, p.num_headers, "header_names");
-  const auto sources = string_list(p.header_sources, p.num_headers, "header_sources");
+  auto sources = string_list(p.header_sources, p.num_headers, "header_sources");
+  const bool has_sizes =
+      program->struct_size >= offsetof(pcache_program, header_sizes) + sizeof p.header_sizes &&
+      p.header_sizes;
+  for (size_t i = 0; has_sizes && i < sources.size(); ++i)
+    sources[i] = std::string_view(p.header_sources[i], p.header_sizes[i]);
   for (size_t i = 0; i < names.size(); ++i) d.headers.emplace_back(names[i], sources[i]);
   d.name_expressions = string_list(p.name_expressions, p.num_name_expressions, "name_expressions");
   if (p.extra_digest_size && !p.extra_digest)

@@ -443,7 +443,11 @@ PCACHE_API const char *pcache_version_string(void);
 
 /* ---- Cache keys ---------------------------------------------------------------------------- */
 
-/* pcache_program.code_type */
+/* pcache_program.code_type: what compiles it. CXX: CUDA C++ through NVRTC. PTX: PTX text to a
+ * cubin through nvJitLink (options are nvJitLink's: -arch=sm_XX, -O3, -lineinfo...). NVVM: NVVM
+ * IR (text, or bitcode with source_size) through libNVVM to PTX, or LTO-IR (-gen-lto, added for
+ * PCACHE_TARGET_LTOIR); the header slots hold the extra modules, linked in order, and the
+ * option -use-libdevice (progcache's) links the toolkit's libdevice lazily. */
 enum { PCACHE_CODE_CXX = 0, PCACHE_CODE_PTX = 1, PCACHE_CODE_NVVM = 2 };
 /* pcache_program.target */
 enum { PCACHE_TARGET_CUBIN = 0, PCACHE_TARGET_PTX = 1, PCACHE_TARGET_LTOIR = 2 };
@@ -477,6 +481,9 @@ typedef struct pcache_program {
                                computed #include for pcache_make_key; a compile observes
                                NVRTC and needs none); may be NULL */
   size_t extra_digest_size;
+  /* version 0.5 (120 bytes): */
+  const size_t *header_sizes; /* bytes of each header_sources entry, for NVVM modules given as
+                                 bitcode (which holds NULs); NULL = each is NUL-terminated */
   /* later versions append fields here, never reorder */
 } pcache_program;
 
@@ -541,8 +548,11 @@ typedef struct pcache_compiled pcache_compiled;
  * that changed during the compile; an NVRTC progcache cannot observe.
  *
  * cache may be NULL to compile without caching; $PCACHE_DISABLE=1 has the same effect.
- * Only CUDA C++ input is compiled (PCACHE_CODE_CXX); PTX and NVVM IR input give
- * PCACHE_ERR_UNSUPPORTED. PCACHE_TARGET_LTOIR adds -dlto when the options lack it.
+ * CUDA C++ compiles with NVRTC (PCACHE_TARGET_LTOIR adds -dlto when the options lack it); PTX
+ * (PCACHE_CODE_PTX, to PCACHE_TARGET_CUBIN) links with nvJitLink, NVVM IR (PCACHE_CODE_NVVM, to
+ * PCACHE_TARGET_PTX or _LTOIR) compiles with libNVVM: both keyed by everything they are given
+ * (options as given, every module in order, libdevice's digest with -use-libdevice) and the
+ * library's exact build, and a hit loads neither library. Their refusals are not stored.
  * On success *out receives a new result (pcache_compiled_from_cache tells hit or miss).
  * On PCACHE_ERR_COMPILE *out also receives a result, whose pcache_compiled_log() holds NVRTC's
  * full log (also in pcache_last_error()) and whose data is empty.

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "core/compile_coordinator.hpp"
+#include "core/jit_tools.hpp"
 #include "cuda/nvrtc.hpp"
 #include "cuda/nvrtc_identity.hpp"
 #include "cuda/nvrtc_observer.hpp"
@@ -117,33 +118,18 @@ std::string store(Cache *cache, const ProgramDesc &program, const NvrtcObservati
   return "";
 }
 
-std::shared_ptr<CompileResult> compile_and_store(Cache *cache, const ProgramDesc &program,
-                                                 const PreparedCompile &prepared, bool keep,
-                                                 const CompileOptions &options) {
-  const NvrtcLocation loc = locate_nvrtc(cache);
-  NvrtcObservation recording;
-  NvrtcOutput out = run_observed(loc, program, options, &recording);
-  const Nvrtc &nvrtc = Nvrtc::load(loc);
+// A compile's result before it is stored: the key of what ran (context), its output and log.
+std::shared_ptr<CompileResult> make_result(const ProgramDesc &program, NvrtcOutput &out,
+                                           uint32_t version, const KeyContext &context) {
   auto r = std::make_shared<CompileResult>();
-  KeyContext context = prepared.context;
-  context.fields.clear();
-  Key identity = prepared.identity;
-  // The key names the NVRTC images that compiled, which this process has now loaded: a library
-  // replaced on disk since the key was derived must not lend its identity to this result.
-  const NvrtcIdentity loaded = current_nvrtc_identity(loc, cache);
-  if (loaded.key_text() != context.nvrtc_build) {
-    context.nvrtc_build = loaded.key_text();
-    identity = identity_key(program, context);
-  }
   r->key = derive_key(program, &context);
   r->meta.target = int32_t(program.target);
-  r->meta.nvrtc_version = nvrtc.version();
+  r->meta.nvrtc_version = version;
   r->meta.compile_us = out.compile_us;
   r->meta.program_name = std::string(program.name);
-  r->meta.log = std::move(out.log);
+  r->meta.log = out.log;
   r->meta.lowered_names = std::move(out.lowered_names);
   r->meta.key_fields = key_fields(program, &context);
-  out.log = r->meta.log;  // interpret reads it
   if (!out.ok) {
     r->status = Status::compile;
     r->nvrtc_result = out.nvrtc_result;
@@ -154,18 +140,70 @@ std::shared_ptr<CompileResult> compile_and_store(Cache *cache, const ProgramDesc
     r->code = blob->view();
     r->storage = std::move(blob);
   }
+  return r;
+}
+
+// Stores r through store_fn unless the call keeps nothing; a success that is not stored is
+// counted and said.
+std::shared_ptr<CompileResult> keep_result(
+    Cache *cache, const PreparedCompile &prepared, bool keep, bool ok,
+    const std::function<std::string(CompileResult &)> &store_fn, std::shared_ptr<CompileResult> r) {
   if (!keep || !cache) {
     r->not_stored = "compiled without a cache (PCACHE_DISABLE or no handle)";
     return r;
   }
-  r->not_stored = !prepared.uncacheable.empty()
-                      ? prepared.uncacheable
-                      : store(cache, program, recording, out, identity, &context, r.get());
-  if (!r->not_stored.empty() && out.ok) {
+  r->not_stored = !prepared.uncacheable.empty() ? prepared.uncacheable : store_fn(*r);
+  if (!r->not_stored.empty() && ok) {
     cache->note_uncacheable();
     set_thread_warning("compiled, but not cached: " + r->not_stored);
   }
   return r;
+}
+
+// PTX, NVVM IR and links (core/jit_tools.hpp): nothing to observe, so the key is known before
+// the run and the entry is stored under it. A refusal is not stored: nvJitLink and libNVVM say
+// why in a log that a hit could not reproduce for other inputs of the same names.
+std::shared_ptr<CompileResult> run_jit_and_store(Cache *cache, const ProgramDesc &program,
+                                                 const PreparedCompile &prepared, bool keep) {
+  JitRun run = run_jit(program, cache);
+  auto r = make_result(program, run.out, run.version, run.context);
+  auto store_fn = [&](CompileResult &result) -> std::string {
+    if (!run.out.ok) return "the library refused it";
+    try {
+      cache->put(ByteView(result.key.data(), result.key.size()), result.code,
+                 encode_meta(result.meta));
+    } catch (const Error &e) {
+      return std::string("could not store the result: ") + e.what();
+    }
+    return "";
+  };
+  return keep_result(cache, prepared, keep, run.out.ok, store_fn, std::move(r));
+}
+
+std::shared_ptr<CompileResult> compile_and_store(Cache *cache, const ProgramDesc &program,
+                                                 const PreparedCompile &prepared, bool keep,
+                                                 const CompileOptions &options) {
+  if (program.code_type != CodeType::cxx && !options.runner)
+    return run_jit_and_store(cache, program, prepared, keep);
+  const NvrtcLocation loc = locate_nvrtc(cache);
+  NvrtcObservation recording;
+  NvrtcOutput out = run_observed(loc, program, options, &recording);
+  const Nvrtc &nvrtc = Nvrtc::load(loc);
+  KeyContext context = prepared.context;
+  context.fields.clear();
+  Key identity = prepared.identity;
+  // The key names the NVRTC images that compiled, which this process has now loaded: a library
+  // replaced on disk since the key was derived must not lend its identity to this result.
+  const NvrtcIdentity loaded = current_nvrtc_identity(loc, cache);
+  if (loaded.key_text() != context.nvrtc_build) {
+    context.nvrtc_build = loaded.key_text();
+    identity = identity_key(program, context);
+  }
+  auto r = make_result(program, out, nvrtc.version(), context);
+  auto store_fn = [&](CompileResult &result) {
+    return store(cache, program, recording, out, identity, &context, &result);
+  };
+  return keep_result(cache, prepared, keep, out.ok, store_fn, std::move(r));
 }
 
 // Single flight across machines sharing a store with leases (Redis): one machine compiles, the
@@ -217,6 +255,13 @@ std::shared_ptr<CompileResult> lead(Cache *cache, const ProgramDesc &program,
 
 PreparedCompile prepare_compile(Cache *cache, const ProgramDesc &program, bool fresh) {
   PreparedCompile prepared;
+  if (program.code_type != CodeType::cxx) {
+    check_program(program);
+    prepared.context = jit_key_context(program, cache);
+    prepared.identity = identity_key(program, prepared.context);
+    prepared.key = derive_key(program, &prepared.context);
+    return prepared;
+  }
   const ParsedOptions &options = program_options(program);  // refuse early
   prepared.uncacheable = options.uncacheable;
   prepared.context.nvrtc_build = current_nvrtc_identity(locate_nvrtc(cache), cache).key_text();

@@ -404,6 +404,8 @@ enum Tag : uint8_t {
   kTagNvrtcBuild,
   kTagEnvironment,
   kTagFieldCount,
+  kTagLinkInputCount,  // since schema 4's link step: appended, so no earlier tag moves
+  kTagLinkInput,
 };
 
 std::string number_text(uint64_t v) {
@@ -424,10 +426,15 @@ std::string short_digest(ByteView v) {
 // the identity's).
 template <typename Visit>
 void walk(const ProgramDesc &p, const KeyContext *context, bool with_fields, Visit &&visit) {
-  static const char *const kCodeTypes[] = {"c++", "ptx", "nvvm"};
+  static const char *const kCodeTypes[] = {"c++", "ptx", "nvvm", "link"};
   static const char *const kTargets[] = {"cubin", "ptx", "ltoir", "nvrtc"};
+  static const char *const kInputKinds[] = {"cubin", "ptx", "ltoir", "fatbin", "object", "library"};
   check_program(p);
-  const ParsedOptions &opts = program_options(p);
+  // NVRTC's options are canonical (program_options); nvJitLink's and libNVVM's are keyed as given.
+  const bool cxx = p.code_type == CodeType::cxx;
+  std::vector<std::string> verbatim;
+  if (!cxx) verbatim.assign(p.options.begin(), p.options.end());
+  const std::vector<std::string> &options = cxx ? program_options(p).canonical : verbatim;
   if (!context || context->name_in_identity)
     visit(kTagName, "name", std::string(p.name), std::string(p.name));
   visit(kTagCodeType, "code_type", number_text(uint64_t(p.code_type)),
@@ -440,14 +447,14 @@ void walk(const ProgramDesc &p, const KeyContext *context, bool with_fields, Vis
           std::to_string(p.nvrtc_version));
   const ContentDigest &source = source_digest(p);
   visit(kTagSource, "source", std::string(source.begin(), source.end()), short_digest(p.source));
-  visit(kTagOptionCount, "options", number_text(opts.canonical.size()),
-        std::to_string(opts.canonical.size()));
-  for (size_t i = 0; i < opts.canonical.size(); ++i)
-    visit(kTagOption, "option[" + std::to_string(i) + "]", opts.canonical[i], opts.canonical[i]);
+  visit(kTagOptionCount, "options", number_text(options.size()), std::to_string(options.size()));
+  for (size_t i = 0; i < options.size(); ++i)
+    visit(kTagOption, "option[" + std::to_string(i) + "]", options[i], options[i]);
 
   // Headers and name expressions are sets to NVRTC: their order must not change the key.
+  // libNVVM's extra modules (in the header slots) are linked in the order given.
   auto headers = p.headers;
-  std::stable_sort(headers.begin(), headers.end());
+  if (cxx) std::stable_sort(headers.begin(), headers.end());
   visit(kTagHeaderCount, "headers", number_text(headers.size()), std::to_string(headers.size()));
   for (const auto &[name, text] : headers) {
     visit(kTagHeaderName, "header name", std::string(name), std::string(name));
@@ -465,6 +472,19 @@ void walk(const ProgramDesc &p, const KeyContext *context, bool with_fields, Vis
           short_digest(*p.extra_digest));
   else
     visit(kTagNoExtraDigest, "extra_digest", number_text(0), "none");
+  if (p.code_type == CodeType::link) {
+    visit(kTagLinkInputCount, "inputs", number_text(p.link_inputs.size()),
+          std::to_string(p.link_inputs.size()));
+    for (size_t i = 0; i < p.link_inputs.size(); ++i) {
+      const LinkInput &in = p.link_inputs[i];
+      const ContentDigest d = content_digest(in.data);
+      const std::string kind = kInputKinds[size_t(in.kind)];
+      visit(kTagLinkInput, "input[" + std::to_string(i) + "] " + kind + " " + std::string(in.name),
+            number_text(uint64_t(in.kind)) + std::string(in.name) + std::string(1, '\0') +
+                std::string(d.begin(), d.end()),
+            short_digest(in.data));
+    }
+  }
   if (!context) return;
   // A field's name (a path, a variable) is part of what it says: hashed with its value.
   auto named = [](const KeyField &f) { return f.name + std::string(1, '\0') + f.value; };
@@ -488,11 +508,25 @@ Key hash_walk(const ProgramDesc &p, const KeyContext *context, bool with_fields,
 }  // namespace
 
 void check_program(const ProgramDesc &p) {
-  if (p.code_type < CodeType::cxx || p.code_type > CodeType::nvvm)
+  if (p.code_type < CodeType::cxx || p.code_type > CodeType::link)
     throw Error(Status::invalid_arg, "unknown code_type " + std::to_string(int(p.code_type)));
   if (p.target < Target::cubin || p.target > Target::nvrtc_outputs)
     throw Error(Status::invalid_arg, "unknown target " + std::to_string(int(p.target)));
   if (!p.source.data) throw Error(Status::invalid_arg, "program source is NULL");
+  for (const LinkInput &in : p.link_inputs)
+    if (in.kind < LinkInputKind::cubin || in.kind > LinkInputKind::library)
+      throw Error(Status::invalid_arg, "unknown link input kind " + std::to_string(int(in.kind)));
+  const bool to_cubin = p.target == Target::cubin, to_ptx = p.target == Target::ptx;
+  if (p.code_type == CodeType::ptx && !to_cubin)
+    throw Error(Status::invalid_arg,
+                "PTX compiles to a cubin (PCACHE_TARGET_CUBIN) with nvJitLink");
+  if (p.code_type == CodeType::nvvm && !to_ptx && p.target != Target::ltoir)
+    throw Error(Status::invalid_arg,
+                "libNVVM compiles NVVM IR to PTX or LTO-IR (PCACHE_TARGET_PTX or _LTOIR)");
+  if (p.code_type == CodeType::link && !to_cubin && !to_ptx)
+    throw Error(Status::invalid_arg,
+                "a link makes a cubin, or PTX from LTO-IR (PCACHE_TARGET_CUBIN "
+                "or _PTX)");
 }
 
 const std::vector<std::string_view> &nvrtc_load_time_variables() {

@@ -54,4 +54,12 @@ std::string library_build(const LibrarySpec &spec, const LibraryLocation &loc);
 // Called by whoever dlopens a located library, so that library_build reads its mapped image.
 void note_library_loaded(const std::string &path);
 
+// dlopens a located library (RTLD_LOCAL; it stays loaded for the process: these libraries keep
+// global state) and notes it loaded. Throws Error(cuda_unavailable) with dlerror()'s words.
+void *open_library(const LibrarySpec &spec, const LibraryLocation &loc);
+// The function name in a library open_library returned. Throws Error(cuda_unavailable) naming
+// the library and the function when it lacks it.
+void *library_function(const LibrarySpec &spec, void *handle, const LibraryLocation &loc,
+                       const char *name);
+
 }  // namespace progcache

@@ -2,6 +2,7 @@
 // toolkit), its memo, and the rule that a library carrying progcache's front-end note is never
 // one of them.
 #include <dirent.h>
+#include <dlfcn.h>
 #include <sys/stat.h>
 #include <xxhash.h>
 
@@ -317,6 +318,25 @@ std::string library_build(const LibrarySpec &spec, const LibraryLocation &loc) {
     for (const LoadedImage &image : loaded_images())
       if (image.path == loc.path && !image.build_id.empty()) id = image.build_id;
   return std::string(spec.what) + " " + id;
+}
+
+void *open_library(const LibrarySpec &spec, const LibraryLocation &loc) {
+  void *h = ::dlopen(loc.path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!h)
+    throw Error(Status::cuda_unavailable, "cannot load " + std::string(spec.what) + " '" +
+                                              loc.path + "': " + (::dlerror() ?: "unknown error"));
+  note_library_loaded(loc.path);
+  return h;
+}
+
+void *library_function(const LibrarySpec &spec, void *handle, const LibraryLocation &loc,
+                       const char *name) {
+  void *fn = ::dlsym(handle, name);
+  if (!fn)
+    throw Error(Status::cuda_unavailable, std::string(spec.what) + " '" + loc.path + "' has no " +
+                                              name + ": not a " + std::string(spec.what) +
+                                              " this progcache can use");
+  return fn;
 }
 
 }  // namespace progcache

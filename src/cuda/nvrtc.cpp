@@ -102,8 +102,8 @@ Nvrtc &Nvrtc::load(const NvrtcLocation &where) {
 NvrtcOutput Nvrtc::compile(const ProgramDesc &p) const {
   if (p.code_type != CodeType::cxx)
     throw Error(Status::unsupported,
-                "NVRTC compiles CUDA C++ only; PTX and NVVM IR inputs are not supported by "
-                "pcache_compile (store their results with pcache_put)");
+                "NVRTC compiles CUDA C++ only (PTX and NVVM IR go to "
+                "nvJitLink and libNVVM: core/jit_tools.hpp)");
   NvrtcOutput out;
   try {
     compile_into(p, out);

@@ -1,5 +1,5 @@
-// A CUDA program as NVRTC takes it: everything the caller gives pcache_compile, borrowed (the
-// views point into the caller's memory for the duration of a call).
+// A program as the JIT libraries take it: everything the caller gives pcache_compile or
+// pcache_link, borrowed (the views point into the caller's memory for the duration of a call).
 #pragma once
 
 #include <array>
@@ -17,7 +17,23 @@ namespace progcache {
 
 struct ParsedOptions;  // core/key.hpp
 
-enum class CodeType : int32_t { cxx = 0, ptx = 1, nvvm = 2 };
+// cxx: CUDA C++ through NVRTC; ptx: PTX to cubin through nvJitLink; nvvm: NVVM IR through
+// libNVVM; link (internal, pcache_link): the program's link_inputs through nvJitLink.
+enum class CodeType : int32_t { cxx = 0, ptx = 1, nvvm = 2, link = 3 };
+// What nvJitLink links (pcache_link_input.kind: PCACHE_INPUT_*).
+enum class LinkInputKind : int32_t {
+  cubin = 0,
+  ptx = 1,
+  ltoir = 2,
+  fatbin = 3,
+  object = 4,
+  library = 5
+};
+struct LinkInput {
+  LinkInputKind kind = LinkInputKind::cubin;
+  std::string_view name;
+  ByteView data;
+};
 // nvrtc_outputs is internal (never accepted from the C API): the entries of a front end that
 // answers NVRTC's getters itself, whose payload holds every output of the compile in the front
 // end's own encoding, keyed apart from the rest.
@@ -33,6 +49,9 @@ struct ProgramDesc {
   std::vector<std::pair<std::string_view, std::string_view>> headers;
   std::vector<std::string_view> name_expressions;
   std::optional<ByteView> extra_digest;
+  // code_type link: what is linked, in order. (nvvm: the extra modules are the headers, each a
+  // module's name and bytes, text or bitcode.)
+  std::vector<LinkInput> link_inputs;
   // The source's digest, computed once per call and shared by the include manifest and the key
   // (core/key.cpp: source_digest); empty until then.
   mutable std::optional<std::array<uint8_t, 32>> source_digest;

@@ -190,4 +190,14 @@ bool pread_all(int fd, void *data, size_t size, off_t offset) {
   return true;
 }
 
+bool read_whole_file(const std::string &path, std::string *out, uint64_t max_bytes) {
+  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK));
+  struct stat st;
+  if (!fd || ::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode) ||
+      uint64_t(st.st_size) > max_bytes)
+    return false;
+  out->assign(size_t(st.st_size), '\0');
+  return pread_all(fd.get(), out->data(), out->size(), 0);
+}
+
 }  // namespace progcache

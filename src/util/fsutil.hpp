@@ -3,6 +3,7 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
 #include <string>
 
 #include "util/paths.hpp"
@@ -72,5 +73,8 @@ ssize_t pread(int fd, void *data, size_t size, off_t offset);
 bool write_all(int fd, const void *data, size_t size);
 // Reads exactly size bytes at offset; false with errno set (EIO-like 0 for a short file).
 bool pread_all(int fd, void *data, size_t size, off_t offset);
+// The whole regular file at path into *out; false if it cannot be opened or read whole, is not a
+// regular file, or holds more than max_bytes.
+bool read_whole_file(const std::string &path, std::string *out, uint64_t max_bytes);
 
 }  // namespace progcache

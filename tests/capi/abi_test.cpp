@@ -61,6 +61,7 @@ TEST(Abi, ThePublishedProgramLayoutIsUnchanged) {
   EXPECT_EQ(sizeof(ProgramV1), 112u);
   EXPECT_EQ(offsetof(pcache_program, extra_digest_size), offsetof(ProgramV1, extra_digest_size));
   EXPECT_EQ(offsetof(pcache_program, name_expressions), offsetof(ProgramV1, name_expressions));
+  EXPECT_EQ(offsetof(pcache_program, header_sizes), sizeof(ProgramV1)) << "0.5 appended it";
 }
 
 TEST(Abi, OlderAndNewerProgramStructsGiveOneKeyAndUnknownFieldsAreRefused) {
@@ -88,7 +89,7 @@ TEST(Abi, OlderAndNewerProgramStructsGiveOneKeyAndUnknownFieldsAreRefused) {
   EXPECT_EQ(out, nullptr);
   pcache_close(c);
   // Smaller than the first published struct.
-  fill(&current, sizeof current - 8);
+  fill(&current, sizeof(ProgramV1) - 8);
   EXPECT_EQ(pcache_make_key(&current, kc), PCACHE_ERR_INVALID_ARG);
 }
 

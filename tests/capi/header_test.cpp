@@ -26,7 +26,8 @@ static_assert(sizeof(pcache_view) == 24);
 static_assert(offsetof(pcache_program, name) == 16);
 static_assert(offsetof(pcache_program, source_size) == 32);
 static_assert(offsetof(pcache_program, extra_digest_size) == 104);
-static_assert(sizeof(pcache_program) == 112);
+static_assert(offsetof(pcache_program, header_sizes) == 112);  // version 0.5
+static_assert(sizeof(pcache_program) == 120);
 
 // Status codes are part of the ABI: append only, never renumber.
 static_assert(PCACHE_OK == 0 && PCACHE_NOT_FOUND == 1);

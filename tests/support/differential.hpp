@@ -28,6 +28,7 @@ struct Source {
   std::vector<std::pair<std::string, std::string>> headers;
   int32_t target = PCACHE_TARGET_CUBIN;
   std::string extra_digest;
+  int32_t code_type = PCACHE_CODE_CXX;
 };
 
 struct Outcome {
@@ -40,16 +41,21 @@ struct Outcome {
 
 inline Outcome compile(pcache *cache, const Source &s) {
   std::vector<const char *> opts, hn, hs;
+  std::vector<size_t> sizes;
   for (const std::string &o : s.options) opts.push_back(o.c_str());
   for (const auto &[n, t] : s.headers) {
     hn.push_back(n.c_str());
     hs.push_back(t.c_str());
+    sizes.push_back(t.size());  // NVVM modules may be bitcode
   }
   pcache_program p = testutil::make_program(s.name.empty() ? nullptr : s.name.c_str(), s.text,
                                             opts.data(), opts.size(), nullptr, 0, s.target);
   p.header_names = hn.data();
   p.header_sources = hs.data();
+  p.header_sizes = sizes.data();
   p.num_headers = hn.size();
+  p.code_type = s.code_type;
+  p.source_size = s.text.size();
   if (!s.extra_digest.empty()) {
     p.extra_digest = s.extra_digest.data();
     p.extra_digest_size = s.extra_digest.size();
