@@ -386,6 +386,28 @@ pcache_status pcache_compile(pcache *cache, const pcache_program *program, pcach
   });
 }
 
+pcache_status pcache_link_job_init(pcache_link_job *job, uint32_t struct_size) {
+  return guarded(__func__, [&] {
+    init_struct(job, struct_size, kLinkJobV1Size, "pcache_link_job");
+    return PCACHE_OK;
+  });
+}
+
+static_assert(sizeof(pcache_link_job) == progcache::shim::kLinkJobV1Size &&
+              sizeof(pcache_link_input) == progcache::shim::kLinkInputV1Size);
+
+pcache_status pcache_link(pcache *cache, const pcache_link_job *job, pcache_compiled **out) {
+  if (out) *out = nullptr;
+  return guarded(__func__, [&] {
+    if (!out) throw invalid("out is NULL");
+    progcache::ProgramDesc desc = progcache::shim::link_desc(job);
+    auto result = progcache::compile_through_cache(cache ? &need_cache(cache) : nullptr, desc, {});
+    *out = new pcache_compiled{result};
+    progcache::throw_if_compile_failed(*result);
+    return PCACHE_OK;
+  });
+}
+
 const void *pcache_compiled_data(const pcache_compiled *result, size_t *size) {
   if (size) *size = result ? result->result->code.size : 0;
   return result ? static_cast<const void *>(result->result->code.data) : nullptr;

@@ -94,20 +94,28 @@ std::vector<std::string_view> string_list(const char *const *list, size_t n, con
   return v;
 }
 
+namespace {
+
+// A caller built against a newer header may set fields this library does not know. Ignoring
+// one that decides the output would cache and return the wrong binary: refuse instead.
+void refuse_unknown_fields(const void *s, size_t known, uint32_t struct_size, const char *what) {
+  const auto *bytes = static_cast<const unsigned char *>(s);
+  for (size_t i = known; i < struct_size; ++i)
+    if (bytes[i])
+      throw Error(Status::unsupported, std::string(what) + "->struct_size " +
+                                           std::to_string(struct_size) +
+                                           " sets fields this library (" + PCACHE_VERSION_STRING +
+                                           ") does not know; a compile would ignore them");
+}
+
+}  // namespace
+
 progcache::ProgramDesc to_desc(const pcache_program *program) {
   if (!program) throw invalid("program is NULL");
   if (program->struct_size < kProgramV1Size)
     throw invalid("program->struct_size " + std::to_string(program->struct_size) +
                   " is too small (fill it with pcache_program_init)");
-  // A caller built against a newer header may set fields this library does not know. Ignoring
-  // one that decides the output would cache and return the wrong binary: refuse instead.
-  const auto *bytes = reinterpret_cast<const unsigned char *>(program);
-  for (size_t i = sizeof(pcache_program); i < program->struct_size; ++i)
-    if (bytes[i])
-      throw Error(Status::unsupported, "program->struct_size " +
-                                           std::to_string(program->struct_size) +
-                                           " sets fields this library (" + PCACHE_VERSION_STRING +
-                                           ") does not know; a compile would ignore them");
+  refuse_unknown_fields(program, sizeof(pcache_program), program->struct_size, "program");
   const pcache_program &p = *program;
   progcache::ProgramDesc d;
   if (p.name) d.name = p.name;
@@ -133,6 +141,47 @@ progcache::ProgramDesc to_desc(const pcache_program *program) {
   if (p.extra_digest_size && !p.extra_digest)
     throw invalid("extra_digest is NULL with a non-zero size");
   if (p.extra_digest) d.extra_digest = ByteView(p.extra_digest, p.extra_digest_size);
+  return d;
+}
+
+progcache::ProgramDesc link_desc(const pcache_link_job *job) {
+  if (!job) throw invalid("job is NULL");
+  if (job->struct_size < kLinkJobV1Size)
+    throw invalid("job->struct_size " + std::to_string(job->struct_size) +
+                  " is too small (fill it with pcache_link_job_init)");
+  refuse_unknown_fields(job, sizeof(pcache_link_job), job->struct_size, "job");
+  progcache::ProgramDesc d;
+  d.name = "link";
+  d.code_type = progcache::CodeType::link;
+  d.source = ByteView("", 0);
+  if (job->target != PCACHE_TARGET_CUBIN && job->target != PCACHE_TARGET_PTX)
+    throw invalid("job->target " + std::to_string(job->target) +
+                  " is not PCACHE_TARGET_CUBIN or PCACHE_TARGET_PTX");
+  d.target = static_cast<progcache::Target>(job->target);
+  d.options = string_list(job->options, job->num_options, "options");
+  if (!job->num_inputs) throw invalid("a link needs inputs (num_inputs is 0)");
+  if (!job->inputs) throw invalid("inputs is NULL with a non-zero count");
+  // The caller's array: its stride is its struct_size, which every element shares.
+  const uint32_t stride = job->inputs[0].struct_size;
+  if (stride < kLinkInputV1Size)
+    throw invalid("inputs[0].struct_size " + std::to_string(stride) + " is too small");
+  const auto *base = reinterpret_cast<const unsigned char *>(job->inputs);
+  for (size_t i = 0; i < job->num_inputs; ++i) {
+    const auto *in = reinterpret_cast<const pcache_link_input *>(base + i * stride);
+    const std::string what = "inputs[" + std::to_string(i) + "]";
+    if (in->struct_size != stride)
+      throw invalid(what + ".struct_size " + std::to_string(in->struct_size) +
+                    " differs from inputs[0]'s");
+    refuse_unknown_fields(in, sizeof(pcache_link_input), stride, what.c_str());
+    if (in->kind < PCACHE_INPUT_CUBIN || in->kind > PCACHE_INPUT_LIBRARY)
+      throw invalid(what + ".kind " + std::to_string(in->kind) + " is not a PCACHE_INPUT_*");
+    if (!in->data) throw invalid(what + ".data is NULL");
+    progcache::LinkInput li;
+    li.kind = static_cast<progcache::LinkInputKind>(in->kind);
+    li.name = in->name ? std::string_view(in->name) : std::string_view();
+    li.data = ByteView(in->data, in->size);
+    d.link_inputs.push_back(li);
+  }
   return d;
 }
 

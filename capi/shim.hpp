@@ -44,6 +44,7 @@ namespace progcache::shim {
 
 inline constexpr uint32_t kSlotOpen = 0x0b5e55ed, kSlotClosed = 0xdeadc105;
 // First (smallest) published sizes of the growable structs (docs/ABI.md).
+inline constexpr uint32_t kLinkJobV1Size = 40, kLinkInputV1Size = 32;
 inline constexpr uint32_t kOptionsV1Size = 16, kStatsV1Size = 72, kProgramV1Size = 112,
                           kSharedStatsV1Size = 72;
 
@@ -118,6 +119,9 @@ ByteView need_key(const void *key, size_t key_size);
 progcache::Cache &need_counters(pcache *cache);
 // Reads a pcache_program into the core's description (pointers stay the caller's).
 progcache::ProgramDesc to_desc(const pcache_program *program);
+// Reads a pcache_link_job into a link program (code_type link; pointers stay the caller's).
+// Unnamed inputs keep an empty name here; the link names them "input<i>".
+progcache::ProgramDesc link_desc(const pcache_link_job *job);
 // C string arrays as views; throws invalid_arg naming `what` for NULL pointers.
 std::vector<std::string_view> string_list(const char *const *list, size_t n, const char *what);
 

@@ -77,7 +77,7 @@ enum {
   PCACHE_ERR_CORRUPT = -4, /* damage that could not be healed in this call: a database
                               that could be neither reset in place nor moved aside */
   PCACHE_ERR_UNSUPPORTED = -5,       /* valid but not supported here: a newer database or struct
-                                        field, rediss://, an LTO-IR image to load */
+                                        field, rediss:// */
   PCACHE_ERR_BUSY = -6,              /* another process held a lock past busy_timeout_ms */
   PCACHE_ERR_PERMISSION = -7,        /* a read-only or untrusted cache (docs/security.md) */
   PCACHE_ERR_TOO_LARGE = -8,         /* a value over the cap or the backend's limit */
@@ -601,6 +601,73 @@ PCACHE_API uint64_t pcache_compiled_elapsed_us(const pcache_compiled *result);
 /** Releases a result. NULL is a no-op. */
 PCACHE_API void pcache_compiled_free(pcache_compiled *result);
 
+/* ---- Linking -------------------------------------------------------------------------------- */
+
+/* pcache_link_input.kind: what nvJitLink is given. */
+enum {
+  PCACHE_INPUT_CUBIN = 0,
+  PCACHE_INPUT_PTX = 1,
+  PCACHE_INPUT_LTOIR = 2,
+  PCACHE_INPUT_FATBIN = 3,
+  PCACHE_INPUT_OBJECT = 4, /* a host object holding device code */
+  PCACHE_INPUT_LIBRARY = 5 /* a host static library holding device code */
+};
+
+/** One input of a link. Every element of an array of them has the same struct_size. */
+typedef struct pcache_link_input {
+  uint32_t struct_size; /* the caller's sizeof(pcache_link_input) */
+  int32_t kind;         /* PCACHE_INPUT_* */
+  const char *name;     /* for the linker's messages (NULL = "input<i>"); keyed */
+  const void *data;     /* the bytes; required */
+  size_t size;          /* bytes of data (PTX: its NUL need not be counted) */
+  /* later versions append fields here */
+} pcache_link_input;
+
+/** A link: inputs in order, nvJitLink's options, and what to make. */
+typedef struct pcache_link_job {
+  uint32_t struct_size;       /* the caller's sizeof(pcache_link_job) */
+  int32_t target;             /* PCACHE_TARGET_CUBIN, or PCACHE_TARGET_PTX (from LTO-IR inputs,
+                                 with -lto; -ptx is added when absent) */
+  const char *const *options; /* nvJitLink's: -arch=sm_XX (required), -lto, -O3, -lineinfo... */
+  size_t num_options;
+  const pcache_link_input *inputs;
+  size_t num_inputs;
+  /* later versions append fields here */
+} pcache_link_job;
+
+/**
+ * Zeroes the first struct_size bytes of *job (pass sizeof(pcache_link_job)) and sets
+ * job->struct_size: a cubin target, no options, no inputs.
+ * Returns PCACHE_OK; PCACHE_ERR_INVALID_ARG if job is NULL or struct_size is smaller than the
+ * first version of the struct (40 bytes on 64-bit platforms).
+ * Since 0.5 (symbol version PCACHE_1.2).
+ */
+PCACHE_API pcache_status pcache_link_job_init(pcache_link_job *job, uint32_t struct_size);
+
+/**
+ * Links job's inputs through cache with nvJitLink (libnvJitLink.so.N, found and opened like
+ * NVRTC; $PCACHE_NVJITLINK_LIBRARY overrides), as cuda.core's Linker does: LTO-IR from NVRTC
+ * -dlto or libNVVM -gen-lto, PTX, cubins, fatbins, host objects and libraries. Keyed by each
+ * input's kind, name and content in order, the options as given, the target and nvJitLink's
+ * exact build (its GNU build-id); a hit loads no nvJitLink. The result is a pcache_compiled
+ * (data, from_cache, log, key; pcache_compiled_nvrtc_version gives nvJitLink's version), with
+ * the same single flight, statistics and listing as compiles. A link nvJitLink refuses returns
+ * PCACHE_ERR_COMPILE with a result whose log holds nvJitLink's error log and the refusing call;
+ * nothing is stored.
+ * cache may be NULL to link without caching; $PCACHE_DISABLE=1 has the same effect.
+ * Ownership: *out belongs to the caller; release it with pcache_compiled_free(). On errors other
+ * than PCACHE_ERR_COMPILE *out is NULL.
+ * Thread safety: safe to call concurrently, on one cache or several.
+ * Returns PCACHE_OK; PCACHE_ERR_COMPILE; PCACHE_ERR_INVALID_ARG (NULL job or out, a struct_size
+ * too small or differing between inputs, an unknown kind or target, NULL data, no inputs);
+ * PCACHE_ERR_UNSUPPORTED (a struct from a newer header that sets a field this library does not
+ * know); PCACHE_ERR_CUDA_UNAVAILABLE (no loadable nvJitLink; the message lists the paths tried);
+ * PCACHE_ERR_NO_MEMORY; PCACHE_ERR_IO/BUSY from the cache on a lookup.
+ * Since 0.5 (symbol version PCACHE_1.2).
+ */
+PCACHE_API pcache_status pcache_link(pcache *cache, const pcache_link_job *job,
+                                     pcache_compiled **out);
+
 /* ---- Loading modules ------------------------------------------------------------------------ */
 
 /** A CUDA module loaded from a compiled result. Opaque. */
@@ -621,7 +688,10 @@ typedef struct pcache_module pcache_module;
  * Returns PCACHE_OK; the statuses of pcache_compile(); PCACHE_ERR_CUDA_UNAVAILABLE (no driver,
  * the toolkit's stub library, no device: the message is the driver's own);
  * PCACHE_ERR_CUDA (the driver refused the module: the message names the CUresult);
- * PCACHE_ERR_UNSUPPORTED for an LTO-IR target (link it with nvJitLink instead).
+ * An LTO-IR target (NVRTC -dlto, libNVVM -gen-lto) is linked through the cache with nvJitLink
+ * (pcache_link of that one input with -arch=sm_XX from the program's options and -lto) and the
+ * linked cubin loaded; pcache_module_compiled() is then the link's result. The program must
+ * name its architecture (PCACHE_ERR_INVALID_ARG otherwise).
  */
 PCACHE_API pcache_status pcache_load_module(pcache *cache, const pcache_program *program,
                                             pcache_module **out);

@@ -167,6 +167,7 @@ std::shared_ptr<CompileResult> run_jit_and_store(Cache *cache, const ProgramDesc
                                                  const PreparedCompile &prepared, bool keep) {
   JitRun run = run_jit(program, cache);
   auto r = make_result(program, run.out, run.version, run.context);
+  r->tool = jit_library_name(program);
   auto store_fn = [&](CompileResult &result) -> std::string {
     if (!run.out.ok) return "the library refused it";
     try {

@@ -24,8 +24,9 @@ struct CompileResult {
   SharedBlob storage;      // owns the bytes `code` points into
   ByteView code;
   CompiledMeta meta;
-  uint64_t elapsed_us = 0;   // this call, end to end
-  int32_t nvrtc_result = 0;  // status compile: the nvrtcResult that refused the program
+  uint64_t elapsed_us = 0;     // this call, end to end
+  int32_t nvrtc_result = 0;    // status compile: the library's result code that refused it
+  std::string tool = "NVRTC";  // which library compiled (or refused) it, for messages
 };
 
 struct CompileOptions {

@@ -46,6 +46,10 @@ std::string read_libdevice(const LibraryLocation &nvvm, std::string *path) {
 
 }  // namespace
 
+const char *jit_library_name(const ProgramDesc &program) {
+  return library_of(program).what.data();
+}
+
 KeyContext jit_key_context(const ProgramDesc &program, MemoStore *memos) {
   const LibrarySpec &spec = library_of(program);
   const LibraryLocation loc = locate_library(spec, memos);
@@ -92,6 +96,9 @@ JitRun run_jit(const ProgramDesc &program, MemoStore *memos) {
     std::vector<LinkInput> inputs = program.link_inputs;
     if (program.code_type == CodeType::ptx)
       inputs = {LinkInput{LinkInputKind::ptx, program.name, program.source}};
+    std::vector<std::string> names(inputs.size());  // "input<i>" for an unnamed one
+    for (size_t i = 0; i < inputs.size(); ++i)
+      if (inputs[i].name.empty()) inputs[i].name = names[i] = "input" + std::to_string(i);
     run.out = linker.link(inputs, program.options, program.target);
   }
   // The build that ran: the image this process has mapped now that it is loaded.

@@ -28,6 +28,8 @@ struct JitRun {
   uint32_t version = 0;  // the library's, as CUDA_VERSION
   KeyContext context;    // what was run: the loaded build, the libdevice bytes used
 };
+// "nvJitLink" or "libNVVM": which library runs a non-C++ program.
+const char *jit_library_name(const ProgramDesc &program);
 // Runs the program's library (loading it). Throws Error(cuda_unavailable) when it cannot be
 // loaded, Error(no_memory).
 JitRun run_jit(const ProgramDesc &program, MemoStore *memos);

@@ -22,7 +22,8 @@ void throw_if_compile_failed(const CompileResult &result);
 // CUDA context (device 0's primary context when it has none). A cached image the driver
 // rejects (compiled by a toolkit this driver is too old for, or damage the checksum cannot
 // see) is removed, compiled afresh and loaded once more; the cache counts it as healed. A fresh
-// image the driver rejects is Error(cuda). Throws Error(unsupported) for an LTO-IR target,
+// image the driver rejects is Error(cuda). An LTO-IR target is linked (through the cache) into
+// the cubin that is loaded;
 // Error(cuda_unavailable) without a usable driver, Error(cuda) naming the driver's error.
 [[nodiscard]] LoadedModule load_through_cache(Cache *cache, const ProgramDesc &program);
 

@@ -44,8 +44,14 @@ struct Direct {
   std::string bytes;
 };
 
-// nvJitLink called directly: one PTX input (name "k.ptx") to a cubin.
-Direct direct_link_ptx(const std::string &ptx, const std::vector<std::string> &options) {
+struct Input {
+  int kind;  // PCACHE_INPUT_*, which is nvJitLink's input type less one
+  std::string name, bytes;
+};
+
+// nvJitLink called directly: inputs in order, to a cubin or (ptx) PTX.
+Direct direct_link(const std::vector<Input> &inputs, const std::vector<std::string> &options,
+                   bool ptx = false) {
   void *h = ::dlopen(toolkit_file("lib64/libnvJitLink.so.13").c_str(), RTLD_NOW | RTLD_LOCAL);
   EXPECT_NE(h, nullptr) << ::dlerror();
   using Create = int (*)(void **, uint32_t, const char **);
@@ -57,15 +63,19 @@ Direct direct_link_ptx(const std::string &ptx, const std::vector<std::string> &o
   auto create = reinterpret_cast<Create>(::dlsym(h, "nvJitLinkCreate"));
   auto add = reinterpret_cast<AddData>(::dlsym(h, "nvJitLinkAddData"));
   auto complete = reinterpret_cast<Complete>(::dlsym(h, "nvJitLinkComplete"));
-  auto size = reinterpret_cast<Size>(::dlsym(h, "nvJitLinkGetLinkedCubinSize"));
-  auto get = reinterpret_cast<Get>(::dlsym(h, "nvJitLinkGetLinkedCubin"));
+  auto size = reinterpret_cast<Size>(
+      ::dlsym(h, ptx ? "nvJitLinkGetLinkedPtxSize" : "nvJitLinkGetLinkedCubinSize"));
+  auto get =
+      reinterpret_cast<Get>(::dlsym(h, ptx ? "nvJitLinkGetLinkedPtx" : "nvJitLinkGetLinkedCubin"));
   auto destroy = reinterpret_cast<Destroy>(::dlsym(h, "nvJitLinkDestroy"));
   std::vector<const char *> argv;
   for (const std::string &o : options) argv.push_back(o.c_str());
   void *link = nullptr;
   Direct d;
   d.result = create(&link, uint32_t(argv.size()), argv.data());
-  if (d.result == 0) d.result = add(link, 2 /* PTX */, ptx.data(), ptx.size(), "k.ptx");
+  for (const Input &in : inputs)
+    if (d.result == 0)
+      d.result = add(link, in.kind + 1, in.bytes.data(), in.bytes.size(), in.name.c_str());
   if (d.result == 0) d.result = complete(link);
   size_t n = 0;
   if (d.result == 0) d.result = size(link, &n);
@@ -75,6 +85,10 @@ Direct direct_link_ptx(const std::string &ptx, const std::vector<std::string> &o
   }
   if (link) destroy(&link);
   return d;
+}
+
+Direct direct_link_ptx(const std::string &ptx, const std::vector<std::string> &options) {
+  return direct_link({{PCACHE_INPUT_PTX, "k.ptx", ptx}}, options);
 }
 
 // libNVVM called directly.
@@ -312,4 +326,162 @@ TEST(JitWarm, DISABLED_Process) {  // run only by AHitMapsNeitherLibrary
   const std::string maps = slurp("/proc/self/maps");
   EXPECT_EQ(maps.find("libnvJitLink"), std::string::npos);
   EXPECT_EQ(maps.find("libnvvm"), std::string::npos);
+}
+
+namespace {
+
+// NVRTC's output for a module, through no cache.
+std::string nvrtc_output(const std::string &source, int32_t target,
+                         std::vector<std::string> options) {
+  Source s;
+  s.text = source;
+  s.target = target;
+  s.options = std::move(options);
+  const Outcome o = difftest::compile(nullptr, s);
+  EXPECT_EQ(o.status, PCACHE_OK) << o.log;
+  return o.bytes;
+}
+
+const char *const kHelperCu = "extern \"C\" __device__ float twice(float x) { return 2.0f * x; }\n";
+const char *const kKernelCu =
+    "extern \"C\" __device__ float twice(float x);\n"
+    "extern \"C\" __global__ void run(float *v) { v[threadIdx.x] = twice(v[threadIdx.x]); }\n";
+
+Outcome link(pcache *cache, const std::vector<Input> &inputs, std::vector<std::string> options,
+             int32_t target = PCACHE_TARGET_CUBIN) {
+  std::vector<pcache_link_input> in(inputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    in[i].struct_size = sizeof in[i];
+    in[i].kind = inputs[i].kind;
+    in[i].name = inputs[i].name.c_str();
+    in[i].data = inputs[i].bytes.data();
+    in[i].size = inputs[i].bytes.size();
+  }
+  std::vector<const char *> opts;
+  for (const std::string &o : options) opts.push_back(o.c_str());
+  pcache_link_job job;
+  EXPECT_EQ(pcache_link_job_init(&job, sizeof job), PCACHE_OK);
+  job.target = target;
+  job.options = opts.data();
+  job.num_options = opts.size();
+  job.inputs = in.data();
+  job.num_inputs = in.size();
+  pcache_compiled *r = nullptr;
+  Outcome o;
+  o.status = pcache_link(cache, &job, &r);
+  o.warning = pcache_last_error();
+  if (r) {
+    size_t n = 0;
+    const void *data = pcache_compiled_data(r, &n);
+    o.bytes.assign(static_cast<const char *>(data), n);
+    o.from_cache = pcache_compiled_from_cache(r) != 0;
+    o.log = pcache_compiled_log(r);
+  }
+  pcache_compiled_free(r);
+  return o;
+}
+
+class Link : public Jit {
+ public:
+  void cold_warm_equal(const std::vector<Input> &inputs, const std::vector<std::string> &options,
+                       const char *what, int32_t target = PCACHE_TARGET_CUBIN) {
+    std::vector<std::string> direct_options = options;
+    if (target == PCACHE_TARGET_PTX) direct_options.push_back("-ptx");  // as cuda.core's Linker
+    const Direct want = direct_link(inputs, direct_options, target == PCACHE_TARGET_PTX);
+    ASSERT_EQ(want.result, 0) << what << ": the direct link failed";
+    const Outcome cold = link(cache, inputs, options, target);
+    EXPECT_EQ(cold.status, PCACHE_OK) << what << ": " << cold.warning << cold.log;
+    EXPECT_FALSE(cold.from_cache) << what;
+    EXPECT_TRUE(cold.bytes == want.bytes)
+        << what << ": cold " << cold.bytes.size() << " bytes, " << want.bytes.size() << " direct";
+    const Outcome warm = link(cache, inputs, options, target);
+    EXPECT_TRUE(warm.from_cache) << what << ": " << warm.warning;
+    EXPECT_TRUE(warm.bytes == want.bytes) << what << ": the hit differs";
+    EXPECT_TRUE(link(nullptr, inputs, options, target).bytes == want.bytes) << what;
+  }
+};
+
+}  // namespace
+
+// LTO-IR from NVRTC -dlto, two modules, one calling the other (cuda.core's Linker with LTO).
+TEST_F(Link, LtoIrOfTwoModulesLinksAsNvJitLinkLinksIt) {
+  const std::vector<std::string> dlto = {"-arch=sm_90", "-dlto", "-rdc=true"};
+  const std::string helper = nvrtc_output(kHelperCu, PCACHE_TARGET_LTOIR, dlto);
+  const std::string kernel = nvrtc_output(kKernelCu, PCACHE_TARGET_LTOIR, dlto);
+  const std::vector<Input> inputs = {{PCACHE_INPUT_LTOIR, "kernel.ltoir", kernel},
+                                     {PCACHE_INPUT_LTOIR, "helper.ltoir", helper}};
+  cold_warm_equal(inputs, {"-arch=sm_90", "-lto"}, "LTO");
+  cold_warm_equal(inputs, {"-arch=sm_90", "-lto", "-O0"}, "LTO -O0");
+  cold_warm_equal(inputs, {"-arch=sm_90", "-lto"}, "LTO to PTX", PCACHE_TARGET_PTX);
+  // A changed input is another link.
+  const std::string helper3 =
+      nvrtc_output("extern \"C\" __device__ float twice(float x) { return 3.0f * x; }\n",
+                   PCACHE_TARGET_LTOIR, dlto);
+  cold_warm_equal({inputs[0], {PCACHE_INPUT_LTOIR, "helper.ltoir", helper3}},
+                  {"-arch=sm_90", "-lto"}, "changed input");
+  EXPECT_EQ(cache.count(), 4u);
+}
+
+TEST_F(Link, PtxWithACubinLinks) {
+  const std::vector<std::string> rdc = {"-arch=sm_90", "-rdc=true"};
+  const std::string helper = nvrtc_output(kHelperCu, PCACHE_TARGET_CUBIN, rdc);
+  const std::string kernel = nvrtc_output(kKernelCu, PCACHE_TARGET_PTX, rdc);
+  cold_warm_equal(
+      {{PCACHE_INPUT_PTX, "kernel.ptx", kernel}, {PCACHE_INPUT_CUBIN, "helper.cubin", helper}},
+      {"-arch=sm_90"}, "PTX + cubin");
+}
+
+// A fatbin made by the toolkit's fatbinary from the helper's cubin.
+TEST_F(Link, AFatbinLinks) {
+  const std::string fatbinary = toolkit_file("bin/fatbinary");
+  if (::access(fatbinary.c_str(), X_OK) != 0) GTEST_SKIP() << "no " << fatbinary;
+  const std::vector<std::string> rdc = {"-arch=sm_90", "-rdc=true"};
+  testutil::write_file(d / "helper.cubin", nvrtc_output(kHelperCu, PCACHE_TARGET_CUBIN, rdc));
+  const std::string cmd = fatbinary + " --create=" + (d / "helper.fatbin") +
+                          " --image3=kind=elf,sm=90,file=" + (d / "helper.cubin") + " 2>&1";
+  testutil::run_command(cmd);
+  const std::string fatbin = slurp(d / "helper.fatbin");
+  ASSERT_FALSE(fatbin.empty()) << cmd;
+  const std::string kernel = nvrtc_output(kKernelCu, PCACHE_TARGET_PTX, rdc);
+  cold_warm_equal(
+      {{PCACHE_INPUT_PTX, "kernel.ptx", kernel}, {PCACHE_INPUT_FATBIN, "helper.fatbin", fatbin}},
+      {"-arch=sm_90"}, "PTX + fatbin");
+}
+
+TEST_F(Link, ARefusedLinkAnswersWithNvJitLinksLogAndStoresNothing) {
+  const std::string kernel =
+      nvrtc_output(kKernelCu, PCACHE_TARGET_PTX, {"-arch=sm_90", "-rdc=true"});
+  const Outcome o = link(cache, {{PCACHE_INPUT_PTX, "kernel.ptx", kernel}}, {"-arch=sm_90"});
+  EXPECT_EQ(o.status, PCACHE_ERR_COMPILE) << "twice is undefined";
+  EXPECT_NE(o.log.find("twice"), std::string::npos) << o.log;
+  EXPECT_NE(o.warning.find("nvJitLink"), std::string::npos) << o.warning;
+  EXPECT_EQ(cache.count(), 0u);
+}
+
+TEST_F(Link, BadJobsAreRefused) {
+  pcache_compiled *r = nullptr;
+  EXPECT_EQ(pcache_link(cache, nullptr, &r), PCACHE_ERR_INVALID_ARG);
+  pcache_link_job job;
+  ASSERT_EQ(pcache_link_job_init(&job, sizeof job), PCACHE_OK);
+  EXPECT_EQ(pcache_link(cache, &job, &r), PCACHE_ERR_INVALID_ARG) << "no inputs";
+  pcache_link_input in[2]{};
+  in[0].struct_size = in[1].struct_size = sizeof in[0];
+  in[0].kind = in[1].kind = PCACHE_INPUT_PTX;
+  in[0].data = in[1].data = "x";
+  in[0].size = in[1].size = 1;
+  job.inputs = in;
+  job.num_inputs = 2;
+  in[1].kind = 9;
+  EXPECT_EQ(pcache_link(cache, &job, &r), PCACHE_ERR_INVALID_ARG) << pcache_last_error();
+  in[1].kind = PCACHE_INPUT_PTX;
+  in[1].struct_size = 24;
+  EXPECT_EQ(pcache_link(cache, &job, &r), PCACHE_ERR_INVALID_ARG) << "differing struct sizes";
+  in[1].struct_size = sizeof in[1];
+  in[1].data = nullptr;
+  EXPECT_EQ(pcache_link(cache, &job, &r), PCACHE_ERR_INVALID_ARG) << "NULL data";
+  in[1].data = "x";
+  job.target = PCACHE_TARGET_LTOIR;
+  EXPECT_EQ(pcache_link(cache, &job, &r), PCACHE_ERR_INVALID_ARG) << "a link makes no LTO-IR";
+  EXPECT_EQ(r, nullptr);
+  EXPECT_EQ(pcache_link_job_init(&job, 16), PCACHE_ERR_INVALID_ARG);
 }

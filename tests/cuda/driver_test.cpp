@@ -75,11 +75,38 @@ TEST(Driver, AnImageTheDriverRejectsOnAFreshCompileIsACudaError) {
       << pcache_last_error();
 }
 
-TEST(Driver, LtoirCannotBeLoadedAsAModule) {
-  Handle c("memory:");
+// LTO-IR is linked through the cache (nvJitLink, -lto for the program's sm_90) and the cubin
+// loaded; kernels are found by name expression. A warm load hits the compile and the link.
+TEST(Driver, LtoirIsLinkedThroughTheCacheAndLoaded) {
+  TempDir d;
+  Handle c("sqlite:" + (d / "cache.db"));
   const pcache_program p = kernels_program(kKernels, kExprs, 2, PCACHE_TARGET_LTOIR);
+  for (int round = 0; round < 2; ++round) {
+    pcache_module *m = nullptr;
+    ASSERT_EQ(pcache_load_module(c, &p, &m), PCACHE_OK) << pcache_last_error();
+    const pcache_compiled *linked = pcache_module_compiled(m);
+    EXPECT_EQ(pcache_compiled_from_cache(linked), round);
+    size_t n = 0;
+    const void *data = pcache_compiled_data(linked, &n);
+    ASSERT_GE(n, 4u);
+    EXPECT_EQ(std::memcmp(data,
+                          "\x7f"
+                          "ELF",
+                          4),
+              0)
+        << "the linked cubin is loaded";
+    void *f = nullptr;
+    EXPECT_EQ(pcache_module_get_function(m, "scale_add<float>", &f), PCACHE_OK)
+        << pcache_last_error();
+    EXPECT_EQ(pcache_module_unload(m), PCACHE_OK);
+  }
+  EXPECT_EQ(c.count(), 2u) << "the LTO-IR and the linked cubin";
+  pcache_program no_arch = p;
+  const char *options[] = {"--std=c++17"};
+  no_arch.options = options;
+  no_arch.num_options = 1;
   pcache_module *m = nullptr;
-  EXPECT_EQ(pcache_load_module(c, &p, &m), PCACHE_ERR_UNSUPPORTED);
+  EXPECT_EQ(pcache_load_module(c, &no_arch, &m), PCACHE_ERR_INVALID_ARG) << pcache_last_error();
 }
 
 TEST(NoDriver, TheToolkitStubAndAMissingLibraryAreCudaUnavailable) {
