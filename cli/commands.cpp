@@ -15,15 +15,32 @@ std::vector<OptionSpec> with_compile_options(std::vector<OptionSpec> extra) {
 
 std::vector<Command> make_commands() {
   return {
-      {"compile", "FILE.cu [OPTIONS] [-- NVRTC-OPTIONS...]",
+      {"compile", "FILE [OPTIONS] [-- OPTIONS...]",
        "compile through the cache; print hit or miss and the time",
-       "Compiles FILE.cu with NVRTC through the cache. The program name is FILE as given, so\n"
-       "quoted includes are found beside it; -I DIR and other NVRTC options go after --.\n"
-       "Prints 'hit' or 'miss', the time taken, the binary's size and key, and the lowered name\n"
-       "of each --name-expression; NVRTC's log (warnings, -Xptxas -v) goes to stderr, replayed\n"
-       "from the stored log on a hit.",
+       "Compiles FILE through the cache: CUDA C++ with NVRTC, FILE.ptx to a cubin with\n"
+       "nvJitLink, FILE.ll or FILE.bc (NVVM IR) to PTX or LTO-IR with libNVVM (--module adds\n"
+       "modules; -use-libdevice after -- links libdevice). The program name is FILE as given,\n"
+       "so quoted includes are found beside it; -I DIR and the library's other options go after\n"
+       "--. Prints 'hit' or 'miss', the time taken, the binary's size and key, and the lowered\n"
+       "name of each --name-expression; the library's log (warnings, -Xptxas -v) goes to\n"
+       "stderr, replayed from the stored log on a hit.",
        with_compile_options({{"output", 'o', "OUT", "write the binary to OUT (- = stdout)"}}), 1, 1,
        Opens::storing, cmd_compile},
+      {"link",
+       "INPUT... [OPTIONS] [-- NVJITLINK-OPTIONS...]",
+       "link with nvJitLink through the cache; print hit or miss and the time",
+       "Links the inputs, in order, with nvJitLink through the cache, as pcache_link does; each\n"
+       "input's kind comes from its extension: .cubin .ptx .ltoir .fatbin .o (host object) .a\n"
+       "(host library). -arch=sm_90 unless --arch or an option after -- names one. Prints as\n"
+       "compile does; nvJitLink's log goes to stderr.",
+       {{"arch", 0, "SM", "the GPU architecture (-arch=SM, default sm_90)"},
+        {"lto", 0, nullptr, "link-time optimisation (-lto), for LTO-IR inputs"},
+        {"target", 0, "cubin|ptx", "what to make (default cubin; ptx needs --lto)"},
+        {"output", 'o', "OUT", "write the binary to OUT (- = stdout)"}},
+       1,
+       1024,
+       Opens::storing,
+       cmd_link},
       {"deps", "FILE.cu [OPTIONS] [-- NVRTC-OPTIONS...]",
        "list the header paths the key covers (found or absent)",
        "Lists what the key of FILE covers on disk, in the order NVRTC would look: 'present PATH'\n"

@@ -7,6 +7,7 @@
 namespace progcache::cli {
 
 int cmd_compile(Invocation &in);
+int cmd_link(Invocation &in);
 int cmd_config(Invocation &in);
 int cmd_deps(Invocation &in);
 int cmd_explain(Invocation &in);

@@ -1,5 +1,5 @@
-// The program compile, deps and explain describe: FILE.cu and the compile options, as a
-// pcache_program (cli/program.cpp).
+// The program compile, deps and explain describe: FILE (CUDA C++; .ptx: PTX for nvJitLink; .ll or
+// .bc: NVVM IR for libNVVM) and the compile options, as a pcache_program (cli/program.cpp).
 #pragma once
 
 #include <string>
@@ -20,11 +20,17 @@ class Program {
   const std::string &file() const { return file_; }
   const std::string &target_name() const { return target_; }
   const std::vector<std::string> &name_expressions() const { return expressions_; }
+  // "NVRTC", "nvJitLink" or "libNVVM": what compiles it.
+  const char *library() const;
 
  private:
   std::string file_, source_, target_;
   std::vector<std::string> options_, expressions_;
   std::vector<const char *> option_pointers_, expression_pointers_;
+  // NVVM IR: the extra modules (--module FILE), read whole (bitcode holds NULs).
+  std::vector<std::string> module_names_, module_sources_;
+  std::vector<const char *> module_name_pointers_, module_source_pointers_;
+  std::vector<size_t> module_sizes_;
   pcache_program program_{};
 };
 

@@ -42,6 +42,22 @@ want='no entry' check "rm of a missing key exits 1" 1 "$pc" rm text:hello
 want='^' check "--cache after the command" 0 "$pc" stats --cache "filestream:$work/fs"
 want='^' check "filestream cache was created" 0 test -f "$work/fs/format"
 want='pruned to' check "prune" 0 "$pc" prune --max-size 1K
+# PTX, NVVM IR and links: nvJitLink and libNVVM through the cache.
+"$pc" compile "$kernel" --target ptx -o "$work/k.ptx" -- --std=c++17 -rdc=true > /dev/null
+want='^miss: .*k\.ptx compiled in .*nvJitLink' check "PTX compiles with nvJitLink" 0 "$pc" compile "$work/k.ptx" -o "$work/from-ptx.cubin"
+want='^hit: .*k\.ptx' check "PTX hits" 0 "$pc" compile "$work/k.ptx"
+printf '%s\n' 'target datalayout = "e-p:64:64:64-i1:8:8-i8:8:8-i16:16:16-i32:32:32-i64:64:64-i128:128:128-f32:32:32-f64:64:64-v16:16:16-v32:32:32-v64:64:64-v128:128:128-n16:32:64"' \
+  'target triple = "nvptx64-nvidia-cuda"' 'define void @k(float* %a) {' '  store float 1.0, float* %a' '  ret void' '}' \
+  '!nvvm.annotations = !{!0}' '!0 = !{void (float*)* @k, !"kernel", i32 1}' '!nvvmir.version = !{!1}' '!1 = !{i32 2, i32 0}' > "$work/k.ll"
+want='^miss: .*k\.ll compiled in .*libNVVM' check "NVVM IR compiles with libNVVM" 0 "$pc" compile "$work/k.ll" -o "$work/k-nvvm.ptx"
+want='^hit: .*k\.ll' check "NVVM IR hits" 0 "$pc" compile "$work/k.ll"
+want='^' check "libNVVM wrote PTX" 0 grep -q '.entry k' "$work/k-nvvm.ptx"
+"$pc" compile "$kernel" --target ltoir -o "$work/k.ltoir" -- --std=c++17 > /dev/null
+want='^miss: .*k\.ltoir linked in .*nvJitLink' check "link misses" 0 "$pc" link "$work/k.ltoir" --lto -o "$work/linked.cubin"
+want='^hit: .*k\.ltoir in ' check "link hits" 0 "$pc" link "$work/k.ltoir" --lto
+want='^' check "link wrote an ELF" 0 bash -c "head -c 4 '$work/linked.cubin' | grep -q ELF"
+want='extension' check "link of an unknown kind exits 2" 2 "$pc" link "$kernel"
+want='nvJitLink refused' check "a refused link exits 1 with the log" 1 "$pc" link "$work/k.ltoir"
 want='cleared' check "clear" 0 "$pc" clear
 want='entries: +0' check "empty after clear" 0 "$pc" stats
 want='is not a size' check "bad PCACHE_MAX_SIZE exits 2" 2 env PCACHE_MAX_SIZE=lots "$pc" stats
