@@ -219,6 +219,51 @@ class CompileTest(unittest.TestCase):
             self.assertEqual(len(cache), 1)
 
 
+NVVM_IR = "\n".join([
+    'target datalayout = "e-p:64:64:64-i1:8:8-i8:8:8-i16:16:16-i32:32:32-i64:64:64-i128:128:128-'
+    'f32:32:32-f64:64:64-v16:16:16-v32:32:32-v64:64:64-v128:128:128-n16:32:64"',
+    'target triple = "nvptx64-nvidia-cuda"',
+    "define void @k(float* %a) {", "  store float 1.0, float* %a", "  ret void", "}",
+    "!nvvm.annotations = !{!0}", '!0 = !{void (float*)* @k, !"kernel", i32 1}',
+    "!nvvmir.version = !{!1}", "!1 = !{i32 2, i32 0}", ""])
+
+
+class JitTest(unittest.TestCase):
+    """PTX (nvJitLink), NVVM IR (libNVVM) and links, as cuda.core's Program and Linker take them."""
+
+    def test_ptx_nvvm_and_a_link_miss_then_hit_and_equal_uncached(self):
+        with progcache.Cache("memory:") as cache:
+            ptx = cache.compile(KERNEL, options=["-arch=sm_90", "-rdc=true"],
+                                name_expressions=["scale<float>"], target="ptx").data
+            for _ in range(2):
+                cubin = cache.compile(ptx, name="k.ptx", code_type="ptx", options=["-arch=sm_90"])
+            self.assertTrue(cubin.from_cache)
+            self.assertEqual(cubin.data[:4], b"\x7fELF")
+            self.assertEqual(cubin.data, progcache.compile_uncached(
+                ptx, name="k.ptx", code_type="ptx", options=["-arch=sm_90"]).data)
+            for _ in range(2):
+                out = cache.compile(NVVM_IR, name="k.ll", code_type="nvvm",
+                                    options=["-arch=compute_90"])
+            self.assertTrue(out.from_cache)
+            self.assertEqual(out.target, "ptx")
+            self.assertIn(b".entry k", out.data)
+            ltoir = cache.compile(KERNEL, options=["-arch=sm_90", "-rdc=true"], target="ltoir").data
+            for _ in range(2):
+                linked = cache.link([("ltoir", "k.ltoir", ltoir)], options=["-arch=sm_90", "-lto"])
+            self.assertTrue(linked.from_cache)
+            self.assertEqual(linked.data, progcache.link_uncached(
+                [("ltoir", "k.ltoir", ltoir)], options=["-arch=sm_90", "-lto"]).data)
+
+    def test_a_refused_link_raises_with_nvjitlinks_log(self):
+        with progcache.Cache("memory:") as cache:
+            ltoir = cache.compile(KERNEL, options=["-arch=sm_90", "-rdc=true"], target="ltoir").data
+            with self.assertRaises(progcache.CompileError) as ctx:
+                cache.link([("ltoir", ltoir)], options=["-arch=sm_90"])  # LTO-IR needs -lto
+            self.assertIn("nvJitLink", ctx.exception.log)
+            with self.assertRaises(ValueError):
+                cache.link([("nonsense", b"x")], options=["-arch=sm_90"])
+
+
 class VersionTest(unittest.TestCase):
     def test_version(self):
         self.assertRegex(progcache.version(), r"^\d+\.\d+\.\d+$")

@@ -25,7 +25,7 @@ __all__ = [
     "Cache", "Compiled", "ProgcacheError", "InvalidArgumentError", "NoMemoryError", "CacheIOError",
     "CorruptError", "UnsupportedError", "BusyError", "PermissionDeniedError", "TooLargeError",
     "CompileError", "CudaUnavailableError", "CudaError", "RemoteError", "InternalError",
-    "make_key", "version", "KEY_SIZE",
+    "make_key", "compile_uncached", "link_uncached", "version", "KEY_SIZE",
 ]
 
 KEY_SIZE = 32
@@ -149,7 +149,19 @@ class _Program(ctypes.Structure):
         ("header_names", _StrArray), ("header_sources", _StrArray), ("num_headers", ctypes.c_size_t),
         ("name_expressions", _StrArray), ("num_name_expressions", ctypes.c_size_t),
         ("extra_digest", ctypes.c_void_p), ("extra_digest_size", ctypes.c_size_t),
+        ("header_sizes", ctypes.POINTER(ctypes.c_size_t)),  # since 0.5
     ]
+
+
+class _LinkInput(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_uint32), ("kind", ctypes.c_int32),
+                ("name", ctypes.c_char_p), ("data", ctypes.c_void_p), ("size", ctypes.c_size_t)]
+
+
+class _LinkJob(ctypes.Structure):
+    _fields_ = [("struct_size", ctypes.c_uint32), ("target", ctypes.c_int32),
+                ("options", _StrArray), ("num_options", ctypes.c_size_t),
+                ("inputs", ctypes.POINTER(_LinkInput)), ("num_inputs", ctypes.c_size_t)]
 
 
 def _load_library():
@@ -226,6 +238,11 @@ _declare("pcache_compiled_nvrtc_version", ctypes.c_uint32, _handle)
 _declare("pcache_compiled_compile_us", ctypes.c_uint64, _handle)
 _declare("pcache_compiled_elapsed_us", ctypes.c_uint64, _handle)
 _declare("pcache_compiled_free", None, _handle)
+try:  # since 0.5
+    _declare("pcache_link_job_init", _status, ctypes.POINTER(_LinkJob), ctypes.c_uint32)
+    _declare("pcache_link", _status, _handle, ctypes.POINTER(_LinkJob), ctypes.POINTER(_handle))
+except AttributeError:
+    pass
 
 
 _CAUSES = {1: "no_space", 2: "device", 3: "read_only", 4: "timeout", 5: "too_many_files",
@@ -284,11 +301,17 @@ def _strings(items):
     return (ctypes.c_char_p * max(len(encoded), 1))(*encoded), len(encoded)
 
 
+def _default_target(code_type, target):
+    return target if target is not None else ("ptx" if code_type == "nvvm" else "cubin")
+
+
 def _program(source, name, options, target, code_type, name_expressions, headers, extra_digest):
     src = source.encode("utf-8") if isinstance(source, str) else bytes(source)
     keep = []
     prog = _Program()
-    prog.struct_size = ctypes.sizeof(_Program)
+    # The 0.4 size unless a 0.5 field is used, so that a 0.4 library still takes the rest.
+    prog.struct_size = ctypes.sizeof(_Program) if code_type == "nvvm" else _Program.header_sizes.offset
+    target = _default_target(code_type, target)
     if code_type not in _CODE_TYPES:
         raise ValueError("code_type must be one of %s, not %r" % (sorted(_CODE_TYPES), code_type))
     if target not in _TARGETS:
@@ -301,12 +324,18 @@ def _program(source, name, options, target, code_type, name_expressions, headers
     arr, n = _strings(options)
     keep.append(arr)
     prog.options, prog.num_options = ctypes.cast(arr, _StrArray), n
-    headers = dict(headers or {})
-    names, n = _strings(headers.keys())
-    texts, _ = _strings(headers.values())
+    # A dict, or (name, content) pairs: NVVM modules are linked in the order given.
+    pairs = list(headers.items()) if isinstance(headers, dict) else list(headers or ())
+    names, n = _strings(name for name, _ in pairs)
+    texts, _ = _strings(text for _, text in pairs)
     keep += [names, texts]
     prog.header_names, prog.header_sources, prog.num_headers = (
         ctypes.cast(names, _StrArray), ctypes.cast(texts, _StrArray), n)
+    if code_type == "nvvm":  # modules may be bitcode, which holds NULs
+        sizes = (ctypes.c_size_t * max(n, 1))(*[
+            len(t.encode("utf-8") if isinstance(t, str) else bytes(t)) for _, t in pairs])
+        keep.append(sizes)
+        prog.header_sizes = ctypes.cast(sizes, ctypes.POINTER(ctypes.c_size_t))
     exprs, n = _strings(name_expressions)
     keep.append(exprs)
     prog.name_expressions, prog.num_name_expressions = ctypes.cast(exprs, _StrArray), n
@@ -317,10 +346,7 @@ def _program(source, name, options, target, code_type, name_expressions, headers
     return prog, (src, keep)
 
 
-def _compile(cache_handle, source, name, options, target, name_expressions, headers, extra_digest):
-    prog, _keep = _program(source, name, options, target, "c++", name_expressions, headers, extra_digest)
-    handle = _handle()
-    status = _lib.pcache_compile(cache_handle, ctypes.byref(prog), ctypes.byref(handle))
+def _compiled_or_raise(status, handle):
     if status == -9:  # keep the log, free the result
         result = Compiled(handle)
         result.close()
@@ -328,7 +354,17 @@ def _compile(cache_handle, source, name, options, target, name_expressions, head
         err.log = result.log
         raise err
     _check(status)
-    result = Compiled(handle)
+    return Compiled(handle)
+
+
+def _compile(cache_handle, source, name, options, target, name_expressions, headers, extra_digest,
+             code_type="c++"):
+    target = _default_target(code_type, target)
+    prog, _keep = _program(source, name, options, target, code_type, name_expressions, headers,
+                           extra_digest)
+    handle = _handle()
+    status = _lib.pcache_compile(cache_handle, ctypes.byref(prog), ctypes.byref(handle))
+    result = _compiled_or_raise(status, handle)
     result.target = target
     result.symbol_mapping = {}
     for expression in name_expressions:
@@ -338,11 +374,58 @@ def _compile(cache_handle, source, name, options, target, name_expressions, head
     return result
 
 
-def compile_uncached(source, *, name="default_program", options=(), target="cubin",
-                     name_expressions=(), headers=None, extra_digest=None):
-    """Compiles with NVRTC without any cache (pcache_compile with a NULL handle, as with
+_INPUT_KINDS = {"cubin": 0, "ptx": 1, "ltoir": 2, "fatbin": 3, "object": 4, "library": 5}
+
+
+def _link(cache_handle, inputs, options, target):
+    """inputs: (kind, data) or (kind, name, data) tuples, kind one of _INPUT_KINDS."""
+    if target not in ("cubin", "ptx"):
+        raise ValueError("a link makes a 'cubin' or 'ptx', not %r" % (target,))
+    items = list(inputs)
+    array = (_LinkInput * max(len(items), 1))()
+    keep = []
+    for i, item in enumerate(items):
+        if len(item) == 2:
+            (kind, data), name = item, None
+        elif len(item) == 3:
+            kind, name, data = item
+        else:
+            raise ValueError("a link input is (kind, data) or (kind, name, data), not %r" % (item,))
+        if kind not in _INPUT_KINDS:
+            raise ValueError("input kind must be one of %s, not %r" % (sorted(_INPUT_KINDS), kind))
+        data = data.encode("utf-8") if isinstance(data, str) else bytes(data)
+        buf = ctypes.create_string_buffer(data, len(data))
+        keep.append(buf)
+        array[i].struct_size = ctypes.sizeof(_LinkInput)
+        array[i].kind = _INPUT_KINDS[kind]
+        array[i].name = os.fsencode(name) if name is not None else None
+        array[i].data = ctypes.cast(buf, ctypes.c_void_p)
+        array[i].size = len(data)
+    job = _LinkJob()
+    _check(_lib.pcache_link_job_init(ctypes.byref(job), ctypes.sizeof(job)))
+    job.target = _TARGETS[target]
+    opts, n = _strings(options)
+    job.options, job.num_options = ctypes.cast(opts, _StrArray), n
+    job.inputs, job.num_inputs = array, len(items)
+    handle = _handle()
+    status = _lib.pcache_link(cache_handle, ctypes.byref(job), ctypes.byref(handle))
+    result = _compiled_or_raise(status, handle)
+    result.target = target
+    result.symbol_mapping = {}
+    return result
+
+
+def compile_uncached(source, *, name="default_program", options=(), target=None,
+                     name_expressions=(), headers=None, extra_digest=None, code_type="c++"):
+    """Compiles without any cache (pcache_compile with a NULL handle, as with
     PCACHE_DISABLE=1) and returns a Compiled. Raises CompileError like Cache.compile."""
-    return _compile(None, source, name, options, target, name_expressions, headers, extra_digest)
+    return _compile(None, source, name, options, target, name_expressions, headers, extra_digest,
+                    code_type)
+
+
+def link_uncached(inputs, *, options=(), target="cubin"):
+    """Links with nvJitLink without any cache (pcache_link with a NULL handle)."""
+    return _link(None, inputs, options, target)
 
 
 def make_key(source, *, name="default_program", options=(), target="cubin", code_type="c++",
@@ -514,12 +597,22 @@ class Cache:
     def clear(self):
         _check(_lib.pcache_clear(self._h()))
 
-    def compile(self, source, *, name="default_program", options=(), target="cubin",
-                name_expressions=(), headers=None, extra_digest=None):
-        """Compiles CUDA C++ with NVRTC through the cache (pcache_compile) and returns a Compiled.
-        Raises CompileError (with .log) when NVRTC rejects the program."""
+    def compile(self, source, *, name="default_program", options=(), target=None,
+                name_expressions=(), headers=None, extra_digest=None, code_type="c++"):
+        """Compiles through the cache (pcache_compile) and returns a Compiled: CUDA C++ with NVRTC
+        (code_type "c++"), PTX to a cubin with nvJitLink ("ptx"), or NVVM IR (text or bytes of
+        bitcode) to PTX or LTO-IR with libNVVM ("nvvm"; headers are then the extra modules, in
+        order, and the option "-use-libdevice" links libdevice). target defaults to "cubin", or
+        "ptx" for NVVM IR. Raises CompileError (with .log) when the library rejects it."""
         return _compile(self._h(), source, name, options, target, name_expressions, headers,
-                        extra_digest)
+                        extra_digest, code_type)
+
+    def link(self, inputs, *, options=(), target="cubin"):
+        """Links with nvJitLink through the cache (pcache_link) and returns a Compiled. inputs are
+        (kind, data) or (kind, name, data), kind one of "cubin", "ptx", "ltoir", "fatbin",
+        "object", "library"; options are nvJitLink's ("-arch=sm_90", "-lto"...). Raises
+        CompileError (with .log) when nvJitLink refuses the link."""
+        return _link(self._h(), inputs, options, target)
 
     def close(self):
         """Releases the handle; stored entries of persistent caches stay."""

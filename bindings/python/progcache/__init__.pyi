@@ -7,6 +7,10 @@ KEY_SIZE: int
 Key = Union[bytes, bytearray, str]
 Value = Union[bytes, bytearray, memoryview]
 Target = str  # "cubin", "ptx" or "ltoir"
+# In-memory headers (C++), or NVVM IR's extra modules in order (text or bitcode).
+Headers = Union[Mapping[str, Union[str, bytes]], Sequence[Tuple[str, Union[str, bytes]]]]
+# (kind, data) or (kind, name, data); kind: "cubin", "ptx", "ltoir", "fatbin", "object", "library"
+LinkInput = Union[Tuple[str, Value], Tuple[str, str, Value]]
 
 class ProgcacheError(Exception):
     status: Optional[int]
@@ -63,17 +67,22 @@ class Cache:
     def tier_stats(self) -> List[Dict[str, int]]: ...
     def clear(self) -> None: ...
     def compile(self, source: Union[str, bytes], *, name: str = ..., options: Sequence[str] = ...,
-                target: Target = ..., name_expressions: Sequence[str] = ...,
-                headers: Optional[Mapping[str, str]] = ...,
-                extra_digest: Optional[bytes] = ...) -> Compiled: ...
+                target: Optional[Target] = ..., name_expressions: Sequence[str] = ...,
+                headers: Optional[Headers] = ...,
+                extra_digest: Optional[bytes] = ..., code_type: str = ...) -> Compiled: ...
+    def link(self, inputs: Sequence[LinkInput], *, options: Sequence[str] = ...,
+             target: Target = ...) -> Compiled: ...
     def close(self) -> None: ...
     def __enter__(self) -> "Cache": ...
     def __exit__(self, *exc: object) -> None: ...
 
 def compile_uncached(source: Union[str, bytes], *, name: str = ..., options: Sequence[str] = ...,
-                     target: Target = ..., name_expressions: Sequence[str] = ...,
-                     headers: Optional[Mapping[str, str]] = ...,
-                     extra_digest: Optional[bytes] = ...) -> Compiled: ...
+                     target: Optional[Target] = ..., name_expressions: Sequence[str] = ...,
+                     headers: Optional[Headers] = ...,
+                     extra_digest: Optional[bytes] = ..., code_type: str = ...) -> Compiled: ...
+
+def link_uncached(inputs: Sequence[LinkInput], *, options: Sequence[str] = ...,
+                  target: Target = ...) -> Compiled: ...
 
 def make_key(source: Union[str, bytes], *, name: str = ..., options: Sequence[str] = ...,
              target: Target = ..., code_type: str = ..., name_expressions: Sequence[str] = ...,
