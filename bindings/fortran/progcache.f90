@@ -19,6 +19,9 @@ module progcache
   integer(c_int32_t), parameter :: PCACHE_CODE_CXX = 0, PCACHE_CODE_PTX = 1, PCACHE_CODE_NVVM = 2
   integer(c_int32_t), parameter :: PCACHE_TARGET_CUBIN = 0, PCACHE_TARGET_PTX = 1, &
     PCACHE_TARGET_LTOIR = 2
+  integer(c_int32_t), parameter :: PCACHE_INPUT_CUBIN = 0, PCACHE_INPUT_PTX = 1, &
+    PCACHE_INPUT_LTOIR = 2, PCACHE_INPUT_FATBIN = 3, PCACHE_INPUT_OBJECT = 4, &
+    PCACHE_INPUT_LIBRARY = 5
   integer, parameter :: PCACHE_KEY_SIZE = 32
   integer(c_int32_t), parameter :: PCACHE_OPEN_ALLOW_SHARED = 1, PCACHE_OPEN_ALLOW_PRIVILEGED = 2
 
@@ -55,6 +58,30 @@ module progcache
   ! A NUL-terminated copy of a Fortran string, for the pointer arrays pcache_program takes.
   type :: pcache_cstring
     character(kind=c_char, len=:), allocatable :: s
+  end type
+
+  !> One input of pcache_link_f: its kind (PCACHE_INPUT_*), a name, and its bytes.
+  type :: pcache_link_data
+    integer(c_int32_t) :: kind = PCACHE_INPUT_CUBIN
+    character(len=:), allocatable :: name
+    integer(c_int8_t), allocatable :: bytes(:)
+  end type
+
+  type, bind(C) :: pcache_link_input
+    integer(c_int32_t) :: struct_size
+    integer(c_int32_t) :: kind
+    type(c_ptr) :: name
+    type(c_ptr) :: data
+    integer(c_size_t) :: size
+  end type
+
+  type, bind(C) :: pcache_link_job
+    integer(c_int32_t) :: struct_size
+    integer(c_int32_t) :: target
+    type(c_ptr) :: options
+    integer(c_size_t) :: num_options
+    type(c_ptr) :: inputs
+    integer(c_size_t) :: num_inputs
   end type
 
   type, bind(C) :: pcache_view
@@ -267,6 +294,19 @@ module progcache
       import :: c_ptr
       type(c_ptr), value :: result
     end subroutine
+    function pcache_link_job_init(job, struct_size) bind(C, name="pcache_link_job_init")
+      import :: pcache_link_job, c_int32_t
+      type(pcache_link_job), intent(inout) :: job
+      integer(c_int32_t), value :: struct_size
+      integer(c_int32_t) :: pcache_link_job_init
+    end function
+    function pcache_link(cache, job, out) bind(C, name="pcache_link")
+      import :: c_ptr, pcache_link_job, c_int32_t
+      type(c_ptr), value :: cache
+      type(pcache_link_job), intent(in) :: job
+      type(c_ptr), intent(out) :: out
+      integer(c_int32_t) :: pcache_link
+    end function
     function pcache_load_module(cache, program, out) bind(C, name="pcache_load_module")
       import :: c_ptr, c_int32_t, pcache_program
       type(c_ptr), value :: cache
@@ -377,7 +417,7 @@ contains
   !> NVRTC's log, also on PCACHE_ERR_COMPILE; from_cache whether the cache answered.
   !> cache may be c_null_ptr (compile without caching).
   function pcache_compile_f(cache, source, name, options, name_expressions, binary, lowered, &
-                            log, from_cache, target) result(status)
+                            log, from_cache, target, code_type) result(status)
     type(c_ptr), intent(in) :: cache
     character(len=*), intent(in) :: source, name
     character(len=*), intent(in) :: options(:), name_expressions(:)
@@ -386,6 +426,7 @@ contains
     character(len=:), allocatable, intent(out), optional :: log
     logical, intent(out), optional :: from_cache
     integer(c_int32_t), intent(in), optional :: target
+    integer(c_int32_t), intent(in), optional :: code_type  ! PCACHE_CODE_* (default CXX)
     integer(c_int32_t) :: status
     type(pcache_cstring), allocatable, target :: option_strings(:), expression_strings(:)
     type(c_ptr), allocatable, target :: option_pointers(:), expression_pointers(:)
@@ -402,7 +443,9 @@ contains
     status = pcache_program_init(prog, int(c_sizeof(prog), c_int32_t))
     if (status /= PCACHE_OK) return
     prog%code_type = PCACHE_CODE_CXX
+    if (present(code_type)) prog%code_type = code_type
     prog%target = PCACHE_TARGET_CUBIN
+    if (prog%code_type == PCACHE_CODE_NVVM) prog%target = PCACHE_TARGET_PTX
     if (present(target)) prog%target = target
     prog%name = c_loc(c_name)
     prog%source = c_loc(c_source)
@@ -431,6 +474,61 @@ contains
         lowered(i)%expression = trim(name_expressions(i))
         lowered(i)%symbol = pcache_lowered_name_f(result, name_expressions(i))
       end do
+    end if
+    call pcache_compiled_free(result)
+  end function
+
+  !> Links inputs with nvJitLink through cache (pcache_link): the linked cubin (or PTX with
+  !> target=PCACHE_TARGET_PTX) in binary; PCACHE_ERR_COMPILE with nvJitLink's log in log.
+  function pcache_link_f(cache, inputs, options, binary, log, from_cache, target) result(status)
+    type(c_ptr), intent(in) :: cache
+    type(pcache_link_data), intent(in), target :: inputs(:)
+    character(len=*), intent(in) :: options(:)
+    integer(c_int8_t), allocatable, intent(out) :: binary(:)
+    character(len=:), allocatable, intent(out), optional :: log
+    logical, intent(out), optional :: from_cache
+    integer(c_int32_t), intent(in), optional :: target
+    integer(c_int32_t) :: status
+    type(pcache_cstring), allocatable, target :: option_strings(:), name_strings(:)
+    type(c_ptr), allocatable, target :: option_pointers(:)
+    type(pcache_link_input), allocatable, target :: c_inputs(:)
+    type(pcache_link_job) :: job
+    type(c_ptr) :: result, p
+    integer(c_size_t) :: n
+    integer(c_int8_t), pointer :: bytes(:)
+    integer :: i
+    call c_strings(options, option_strings, option_pointers)
+    allocate(c_inputs(max(1, size(inputs))), name_strings(size(inputs)))
+    do i = 1, size(inputs)
+      name_strings(i)%s = inputs(i)%name // c_null_char
+      c_inputs(i)%struct_size = int(c_sizeof(c_inputs(i)), c_int32_t)
+      c_inputs(i)%kind = inputs(i)%kind
+      c_inputs(i)%name = c_loc(name_strings(i)%s)
+      c_inputs(i)%data = c_loc(inputs(i)%bytes)
+      c_inputs(i)%size = size(inputs(i)%bytes, kind=c_size_t)
+    end do
+    status = pcache_link_job_init(job, int(c_sizeof(job), c_int32_t))
+    if (status /= PCACHE_OK) return
+    if (present(target)) job%target = target
+    job%options = c_loc(option_pointers)
+    job%num_options = size(options, kind=c_size_t)
+    job%inputs = c_loc(c_inputs)
+    job%num_inputs = size(inputs, kind=c_size_t)
+    status = pcache_link(cache, job, result)
+    if (present(log)) log = ""
+    if (present(from_cache)) from_cache = .false.
+    allocate(binary(0))
+    if (.not. c_associated(result)) return
+    if (present(log)) log = pcache_string_f(pcache_compiled_log(result))
+    if (status == PCACHE_OK) then
+      if (present(from_cache)) from_cache = pcache_compiled_from_cache(result) /= 0
+      p = pcache_compiled_data(result, n)
+      deallocate(binary)
+      allocate(binary(n))
+      if (n > 0) then
+        call c_f_pointer(p, bytes, [n])
+        binary = bytes
+      end if
     end if
     call pcache_compiled_free(result)
   end function

@@ -77,6 +77,7 @@ program test_progcache
   call pcache_compiled_free(result)
 
   call check_compile_f(cache, nbytes)
+  call check_link_f(cache)
 
   st = pcache_close(cache)
   call check(st == PCACHE_OK, "close")
@@ -117,6 +118,36 @@ contains
     shared%struct_size = int(c_sizeof(shared), c_int32_t)
     st = pcache_get_shared_stats(cache, shared)
     call check(st == PCACHE_OK .and. shared%hits >= 3, "shared stats")
+  end subroutine
+
+  ! LTO-IR compiled from Fortran, linked with nvJitLink through the cache: a miss, then a hit of
+  ! the same cubin; a link nvJitLink refuses comes back with its log.
+  subroutine check_link_f(cache)
+    type(c_ptr), intent(in) :: cache
+    type(pcache_link_data) :: inputs(1)
+    integer(c_int8_t), allocatable :: ltoir(:), cubin(:), again(:)
+    type(pcache_lowered), allocatable :: lowered(:)
+    character(len=:), allocatable :: link_log
+    logical :: cached
+    integer(c_int32_t) :: st
+    st = pcache_compile_f(cache, 'extern "C" __global__ void k(float *x) { x[0] = 1.0f; }', &
+      "k.cu", [character(len=16) :: "-arch=sm_90", "-rdc=true"], [character(len=1) ::], &
+      ltoir, lowered, target=PCACHE_TARGET_LTOIR)
+    call check(st == PCACHE_OK .and. size(ltoir) > 0, "LTO-IR: " // pcache_last_error_f())
+    inputs(1)%kind = PCACHE_INPUT_LTOIR
+    inputs(1)%name = "k.ltoir"
+    inputs(1)%bytes = ltoir
+    st = pcache_link_f(cache, inputs, [character(len=16) :: "-arch=sm_90", "-lto"], cubin, &
+      from_cache=cached)
+    call check(st == PCACHE_OK .and. .not. cached, "pcache_link_f links: " // pcache_last_error_f())
+    call check(size(cubin) > 4, "a linked cubin")
+    st = pcache_link_f(cache, inputs, [character(len=16) :: "-arch=sm_90", "-lto"], again, &
+      from_cache=cached)
+    call check(st == PCACHE_OK .and. cached, "pcache_link_f hits")
+    call check(all(again == cubin), "the same cubin")
+    st = pcache_link_f(cache, inputs, [character(len=16) :: "-arch=sm_90"], again, log=link_log)
+    call check(st == PCACHE_ERR_COMPILE, "LTO-IR without -lto is refused")
+    call check(index(link_log, "nvJitLink") > 0, "with nvJitLink's log: " // link_log)
   end subroutine
 
   subroutine check(ok, what)
