@@ -92,13 +92,15 @@ pcache_status pcache_open(const char *uri, const pcache_options *options, pcache
                       " is too small (fill options with pcache_options_init)");
       pcache_options known{};
       std::memcpy(&known, options, std::min<size_t>(options->struct_size, sizeof known));
-      constexpr uint32_t kKnownFlags = PCACHE_OPEN_ALLOW_SHARED | PCACHE_OPEN_ALLOW_PRIVILEGED;
+      constexpr uint32_t kKnownFlags =
+          PCACHE_OPEN_ALLOW_SHARED | PCACHE_OPEN_ALLOW_PRIVILEGED | PCACHE_OPEN_EXISTING;
       if (known.flags & ~kKnownFlags)
         throw invalid("options->flags has unknown bits " +
                       std::to_string(known.flags & ~kKnownFlags));
       core.max_size_bytes = known.max_size_bytes;
       core.allow_shared = known.flags & PCACHE_OPEN_ALLOW_SHARED;
       core.allow_privileged = known.flags & PCACHE_OPEN_ALLOW_PRIVILEGED;
+      core.must_exist = known.flags & PCACHE_OPEN_EXISTING;
       if (known.secret_size && !known.secret)
         throw invalid("options->secret is NULL with a non-zero secret_size");
       if (known.secret && !known.secret_size)

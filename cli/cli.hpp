@@ -39,8 +39,9 @@ struct CloseCache {
 };
 using CacheHandle = std::unique_ptr<pcache, CloseCache>;
 // Opens uri ("" = the default cache) with the given size cap (0 = none,
-// PCACHE_MAX_SIZE_CONFIGURED = as configured).
-CacheHandle open_cache(const std::string &uri, uint64_t cap);
+// PCACHE_MAX_SIZE_CONFIGURED = as configured). must_exist: a cache that is not there is a
+// Failure ("no cache at PATH"), and nothing is created.
+CacheHandle open_cache(const std::string &uri, uint64_t cap, bool must_exist = false);
 struct FreeEntry {
   void operator()(pcache_entry *entry) const { pcache_entry_free(entry); }
 };
@@ -86,9 +87,10 @@ struct OptionSpec {
 
 // How a command needs the cache.
 enum class Opens {
-  nothing,  // no cache (version, help)
-  reading,  // opened without a cap: reading never evicts
-  storing,  // opened with the cap: storing may evict down to it
+  nothing,   // no cache (version, help)
+  existing,  // only a cache that exists, without a cap: reading and removing create nothing
+  reading,   // opened without a cap: reading never evicts
+  storing,   // opened with the cap: storing may evict down to it
 };
 
 struct Command {

@@ -23,7 +23,7 @@ int cmd_prune(Invocation &in) {
   uint64_t cap = in.cap, size = 0, entries = 0;
   {
     // Opened without a cap first: a store that is not pruned here must not be touched.
-    const CacheHandle uncapped = open_cache(in.uri, 0);
+    const CacheHandle uncapped = open_cache(in.uri, 0, true);
     const pcache_admin_info info = cache_info(uncapped.get());
     const std::string scheme = info.scheme;
     if (scheme == "redis" || scheme == "tiered")
@@ -42,10 +42,10 @@ int cmd_prune(Invocation &in) {
   uint64_t evicted = 0;
   for (int step = 1; step < steps; ++step) {
     const uint64_t step_cap = size - (size - cap) / uint64_t(steps) * uint64_t(step);
-    evicted += evictions_of(open_cache(in.uri, step_cap).get());
+    evicted += evictions_of(open_cache(in.uri, step_cap, true).get());
     progress.update(size - step_cap, ", " + std::to_string(evicted) + " entries");
   }
-  const CacheHandle capped = open_cache(in.uri, cap);
+  const CacheHandle capped = open_cache(in.uri, cap, true);
   evicted += evictions_of(capped.get());
   uint64_t bytes = 0;
   check(pcache_size(capped.get(), &bytes));

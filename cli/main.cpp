@@ -119,13 +119,16 @@ int run(int argc, char **argv) {
     throw Usage(std::string(command->name) + " takes nothing after --");
   take_global_options(in);
   CacheHandle cache;
-  if (command->opens != Opens::nothing) {
+  Opens opens = command->opens;
+  // `config max_size SIZE` stores a setting: it may create the cache it configures.
+  if (std::string(command->name) == "config" && !in.args.empty()) opens = Opens::reading;
+  if (opens != Opens::nothing) {
     // Only commands that store apply a cap (and so may evict when it is smaller than what is
     // stored): `progcache --max-size 1K stats` used to evict every entry.
-    const uint64_t cap = command->opens != Opens::storing ? 0
-                         : in.cap_given                   ? in.cap
-                                                          : PCACHE_MAX_SIZE_CONFIGURED;
-    cache = open_cache(in.uri, cap);
+    const uint64_t cap = opens != Opens::storing ? 0
+                         : in.cap_given          ? in.cap
+                                                 : PCACHE_MAX_SIZE_CONFIGURED;
+    cache = open_cache(in.uri, cap, opens == Opens::existing);
     in.cache = cache.get();
   }
   return command->run(in);

@@ -41,12 +41,15 @@ void CloseCache::operator()(pcache *cache) const {
     std::fprintf(stderr, "progcache: warning: %s\n", library_message().c_str());
 }
 
-CacheHandle open_cache(const std::string &uri, uint64_t cap) {
+CacheHandle open_cache(const std::string &uri, uint64_t cap, bool must_exist) {
   pcache_options options{};
   check(pcache_options_init(&options, sizeof options));
   options.max_size_bytes = cap;
+  if (must_exist) options.flags |= PCACHE_OPEN_EXISTING;
   pcache *cache = nullptr;
-  check(pcache_open(uri.empty() ? nullptr : uri.c_str(), &options, &cache));
+  const pcache_status status = pcache_open(uri.empty() ? nullptr : uri.c_str(), &options, &cache);
+  if (status == PCACHE_NOT_FOUND) throw Failure(status, library_message());
+  check(status);
   return CacheHandle(cache);
 }
 

@@ -101,7 +101,11 @@ enum {
   PCACHE_OPEN_ALLOW_SHARED = 1,
   /* Allow a persistent cache in a setuid/setgid process (off by default: such a process must
    * not load binaries from a directory its caller controls). */
-  PCACHE_OPEN_ALLOW_PRIVILEGED = 2
+  PCACHE_OPEN_ALLOW_PRIVILEGED = 2,
+  /* Open only a cache that exists (since 0.5): a SQLite database or file-stream directory that
+   * is not there is PCACHE_NOT_FOUND, and nothing is created (tools that only read or remove,
+   * so that a mistyped path creates no cache). Memory and Redis caches always exist. */
+  PCACHE_OPEN_EXISTING = 4
 };
 
 /*

@@ -31,6 +31,7 @@ struct BackendConfig {
   bool allow_shared = false;    // accept directories/files other users own or can write
   CreateModes modes;            // what new directories and files are created with
   BackendEvents *events = nullptr;
+  bool must_exist = false;  // a local store that is not there is Error(not_found), created never
 };
 
 // Counters kept with the storage and shared by every process that opens it (`progcache stats`).

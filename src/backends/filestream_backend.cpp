@@ -139,6 +139,11 @@ class FileStreamBackend::StatsLock {
   int fd_;
 };
 
+bool FileStreamBackend::exists(const std::string &dir) {
+  struct stat st;
+  return ::stat(join_path(dir, kFormatFile).c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
 FileStreamBackend::FileStreamBackend(Uri &uri, const BackendConfig &config)
     : config_(config), dir_(uri.path) {
   fsync_ = parse_uint_param("fsync", uri.take("fsync", "0")) != 0;
@@ -150,6 +155,8 @@ FileStreamBackend::FileStreamBackend(Uri &uri, const BackendConfig &config)
   uri.expect_no_params();
   for (auto &f : shard_fds_) f.store(-1);
   while (dir_.size() > 1 && dir_.back() == '/') dir_.pop_back();
+  if (config_.must_exist && !exists(dir_))
+    throw Error(Status::not_found, "no cache at '" + dir_ + "' (nothing was created)");
   make_dirs(dir_, config_.modes.dir);
   dir_fd_ = Fd(::open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (!dir_fd_) throw_errno("cannot open cache directory '" + dir_ + "'");

@@ -23,6 +23,8 @@ class FileStreamBackend final : public Backend, public SharedCounters {
 
   SharedBlob get(ByteView key, Access access) override;
   void put(ByteView key, Blob &&record, uint64_t payload_size) override;
+  // Whether a file-stream cache is at dir (its format file is there; PCACHE_OPEN_EXISTING).
+  static bool exists(const std::string &dir);
   bool remove(ByteView key) override;
   bool remove_damaged(ByteView key) override;
   uint64_t count() override;

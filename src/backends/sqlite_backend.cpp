@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <sqlite3.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <xxhash.h>
 
@@ -96,6 +97,11 @@ constexpr auto kFlushAfterTime = std::chrono::milliseconds(500);
 
 using namespace sqlite_detail;
 
+bool SqliteBackend::exists(const std::string &path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
 SqliteBackend::SqliteBackend(Uri &uri, const BackendConfig &config)
     : config_(config), path_(uri.path) {
   static std::once_flag fork_hooks;
@@ -106,6 +112,8 @@ SqliteBackend::SqliteBackend(Uri &uri, const BackendConfig &config)
   busy_timeout_ms_ =
       static_cast<int>(parse_uint_param("busy_timeout_ms", uri.take("busy_timeout_ms", "5000")));
   uri.expect_no_params();
+  if (config_.must_exist && !exists(path_))
+    throw Error(Status::not_found, "no cache at '" + path_ + "' (nothing was created)");
   connect();
   if (config_.max_size_bytes && !read_only_) {
     with_recovery([&] {

@@ -25,6 +25,8 @@ class SqliteBackend final : public Backend, public SharedCounters {
 
   SharedBlob get(ByteView key, Access access) override;
   void put(ByteView key, Blob &&record, uint64_t payload_size) override;
+  // Whether a database is at path (PCACHE_OPEN_EXISTING).
+  static bool exists(const std::string &path);
   bool remove(ByteView key) override;
   bool remove_damaged(ByteView key) override;
   uint64_t count() override;

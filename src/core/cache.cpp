@@ -74,6 +74,7 @@ std::unique_ptr<Cache> Cache::open_storage(std::string_view uri_text, const Cach
                               ? 0
                               : cache->options_.max_size_bytes;
   config.events = &cache->events_;
+  config.must_exist = options.must_exist;
   config.allow_shared = options.allow_shared || setting_is_true(lookup_setting("allow_shared"));
   config.modes = create_modes(config.allow_shared);
   cache->modes_ = config.modes;
@@ -83,6 +84,7 @@ std::unique_ptr<Cache> Cache::open_storage(std::string_view uri_text, const Cach
     std::vector<std::unique_ptr<Cache>> tiers;
     CacheOptions tier_options = options;
     tier_options.lazy_connect = true;
+    tier_options.must_exist = false;  // a stack's local tiers are created as its writes need
     for (const std::string &part : split_tiers(uri.path)) {
       if (part.empty())
         throw Error(Status::invalid_arg, "tiered: empty tier in '" + redact_uri(text) + "'");

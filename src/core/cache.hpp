@@ -32,6 +32,7 @@ struct CacheOptions {
   bool allow_privileged = false;      // persistent caches in setuid/setgid processes
   std::optional<std::string> secret;  // sign and verify entries (else $PCACHE_SECRET_FILE)
   bool lazy_connect = false;          // remote stores: open without reaching the server (tiers)
+  bool must_exist = false;            // a local store that is not there is Error(not_found)
 };
 
 // A handle's own counters: the one list (pcache_stats has a field of each name).

@@ -203,3 +203,27 @@ TEST(Abi, ErrorInfoRefusesNullAndTooSmallStructs) {
   EXPECT_EQ(info.status, PCACHE_NOT_FOUND);
   EXPECT_EQ(info.cause, PCACHE_CAUSE_NONE);
 }
+
+// PCACHE_OPEN_EXISTING (0.5): a cache that is not there is PCACHE_NOT_FOUND and nothing is made;
+// one that is there opens; memory: always exists.
+TEST(Abi, OpenExistingCreatesNothing) {
+  TempDir d;
+  pcache_options o;
+  ASSERT_EQ(pcache_options_init(&o, sizeof o), PCACHE_OK);
+  o.flags = PCACHE_OPEN_EXISTING;
+  for (const std::string &uri :
+       {"sqlite:" + (d / "missing/cache.db"), "filestream:" + (d / "missing/fs")}) {
+    pcache *c = nullptr;
+    EXPECT_EQ(pcache_open(uri.c_str(), &o, &c), PCACHE_NOT_FOUND) << uri;
+    EXPECT_EQ(c, nullptr);
+    EXPECT_NE(std::string(pcache_last_error()).find("no cache at"), std::string::npos);
+    EXPECT_NE(::access((d / "missing").c_str(), F_OK), 0) << uri << " created a directory";
+    { Handle create(uri); }
+    ASSERT_EQ(pcache_open(uri.c_str(), &o, &c), PCACHE_OK) << uri << ": " << pcache_last_error();
+    pcache_close(c);
+    testutil::remove_tree(d / "missing");
+  }
+  pcache *m = nullptr;
+  EXPECT_EQ(pcache_open("memory:", &o, &m), PCACHE_OK);
+  pcache_close(m);
+}

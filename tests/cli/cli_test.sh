@@ -39,7 +39,11 @@ want='evicted 0 entries' check "evict --older-than keeps fresh entries" 0 "$pc" 
 want='evicted 1 entries' check "evict --nvrtc-version drops that toolkit's entries" 0 "$pc" evict --nvrtc-version "$("$pc" ls | awk '$3=="cubin"{print $4; exit}')"
 want='removed text:hello' check "rm" 0 "$pc" rm text:hello
 want='no entry' check "rm of a missing key exits 1" 1 "$pc" rm text:hello
-want='^' check "--cache after the command" 0 "$pc" stats --cache "filestream:$work/fs"
+want="no cache at '$work/fs'" check "a reading command creates no cache" 1 "$pc" stats --cache "filestream:$work/fs"
+want='^' check "... and nothing is there" 1 test -e "$work/fs"
+want="no cache at '$work/typo/x.db'" check "nor a SQLite one" 1 "$pc" ls --cache "sqlite:$work/typo/x.db"
+want='^' check "... in a directory it would have made" 1 test -e "$work/typo"
+want='stored' check "--cache after the command" 0 "$pc" put text:k "$kernel" --cache "filestream:$work/fs"
 want='^' check "filestream cache was created" 0 test -f "$work/fs/format"
 want='pruned to' check "prune" 0 "$pc" prune --max-size 1K
 # PTX, NVVM IR and links: nvJitLink and libNVVM through the cache.
