@@ -61,7 +61,10 @@ std::unique_ptr<Cache> Cache::open_storage(std::string_view uri_text, const Cach
   std::string text = uri_text.empty() ? default_uri() : std::string(uri_text);
   Uri uri = parse_uri(text);
   std::unique_ptr<Cache> cache(new Cache(text, options));
-  cache->is_default_ = uri_text.empty();
+  // The default cap follows the file: the default location gets it whether it is named by a URI,
+  // $PCACHE_URI or nothing, and another file does not (PCACHE_URI=sqlite:X and --cache
+  // sqlite:X used to differ).
+  cache->is_default_ = is_default_location(uri);
   // ?max_size=SIZE caps this cache whatever the options say: in a tiered stack, each tier its
   // own cap (a small memory tier in front of a large disk one).
   if (uri.params.count("max_size")) {  // present: "max_size=" (empty) is an error, not "none"

@@ -178,7 +178,7 @@ class Cache final : public MemoStore {
   void check_payload_size(uint64_t size) const;
 
   std::string uri_;
-  bool is_default_ = false;          // opened without a URI: the default cache
+  bool is_default_ = false;          // the default cache's location (is_default_location)
   CreateModes modes_;                // what the store creates files with (shared: group bits)
   std::optional<uint64_t> uri_cap_;  // ?max_size=
   CacheOptions options_;

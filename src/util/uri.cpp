@@ -138,15 +138,33 @@ std::string redact_uri(std::string text) {
   return text;
 }
 
-std::string default_uri() {
-  if (std::string u = env("PCACHE_URI"); !u.empty()) return u;
+namespace {
+
+// The default cache's own location ($PCACHE_DIR, else the user's cache directory), "" if none.
+std::string default_location() {
   if (std::string d = env("PCACHE_DIR"); !d.empty()) return "sqlite:" + d + "/cache.db";
-  if (const Setting file = lookup_setting("cache_uri"); !file.value.empty()) return file.value;
   if (std::string x = env("XDG_CACHE_HOME"); !x.empty() && x[0] == '/')
     return "sqlite:" + x + "/progcache/cache.db";
   if (std::string h = env("HOME"); !h.empty()) return "sqlite:" + h + "/.cache/progcache/cache.db";
+  return "";
+}
+
+}  // namespace
+
+std::string default_uri() {
+  if (std::string u = env("PCACHE_URI"); !u.empty()) return u;
+  if (env("PCACHE_DIR").empty())
+    if (const Setting file = lookup_setting("cache_uri"); !file.value.empty()) return file.value;
+  if (std::string location = default_location(); !location.empty()) return location;
   throw Error(Status::invalid_arg,
               "no default cache location: set PCACHE_DIR, XDG_CACHE_HOME or HOME, or pass a URI");
+}
+
+bool is_default_location(const Uri &uri) {
+  const std::string location = default_location();
+  if (location.empty()) return false;
+  const Uri def = parse_uri(location);
+  return uri.scheme == def.scheme && uri.path == def.path;
 }
 
 uint64_t parse_uint_param(const std::string &name, const std::string &value) {

@@ -33,6 +33,9 @@ std::string absolute_uri(std::string_view text);
 // the config files, else sqlite:$XDG_CACHE_HOME/progcache/cache.db, else
 // sqlite:$HOME/.cache/progcache/cache.db.
 std::string default_uri();
+// Whether uri names the default cache's own location ($PCACHE_DIR/cache.db, else
+// ~/.cache/progcache/cache.db): the cache that gets the default cap, however it is named.
+bool is_default_location(const Uri &uri);
 
 // The largest size parse_size accepts: 1 EiB.
 inline constexpr uint64_t kMaxSize = uint64_t(1) << 60;

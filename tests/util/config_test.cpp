@@ -162,6 +162,26 @@ TEST_F(Config, TheDefaultCacheHasADefaultCap) {
   ASSERT_EQ(pcache_close(c), PCACHE_OK);
 }
 
+// The default cap follows the file, not how it is named: $PCACHE_URI=sqlite:X and the URI
+// sqlite:X get the same cap (the first used to get the default cache's 5 GiB, the second none),
+// and a URI naming the default location gets the default cap.
+TEST_F(Config, TheDefaultCapFollowsTheFileNotHowItIsNamed) {
+  const std::string other = "sqlite:" + dir_ + "/other.db";
+  {
+    ScopedEnv uri_env("PCACHE_URI", other);
+    pcache *c = open_configured(nullptr);
+    EXPECT_EQ(info(c).max_size_bytes, 0u) << "named by the environment";
+    pcache_close(c);
+  }
+  pcache *c = open_configured(other.c_str());
+  EXPECT_EQ(info(c).max_size_bytes, 0u) << "named by a URI";
+  pcache_close(c);
+  const std::string default_location = "sqlite:" + dir_ + "/default/cache.db";  // $PCACHE_DIR's
+  c = open_configured(default_location.c_str());
+  EXPECT_EQ(info(c).max_size_bytes, 5ull << 30) << "the default location, named";
+  pcache_close(c);
+}
+
 // cache_uri, secret_file and allow_shared come from the file too; the environment beats it;
 // unknown keys are reported, not fatal.
 TEST_F(Config, TheConfigFileNamesTheCacheAndTheSecret) {
