@@ -61,6 +61,16 @@ struct Cap {
   std::string source;
 };
 
+// Seconds with one decimal, or milliseconds below a second (47,646 us is "47.6 ms", not "0.0 s").
+std::string duration_text(int64_t us) {
+  char buf[32];
+  if (us < 1000000)
+    std::snprintf(buf, sizeof buf, "%.1f ms", double(us) / 1e3);
+  else
+    std::snprintf(buf, sizeof buf, "%.1f s", double(us) / 1e6);
+  return buf;
+}
+
 int print_json(const pcache_admin_info &info, const Totals &t, const Cap &cap_in) {
   const uint64_t cap = cap_in.bytes;
   const int64_t lookups = t.shared.hits + t.shared.misses;
@@ -99,7 +109,7 @@ int print_text(const pcache_admin_info &info, const Totals &t, const Cap &cap_in
   std::printf("hit rate:            %.1f%%\n",
               lookups ? 100.0 * double(t.shared.hits) / double(lookups) : 0.0);
   std::printf("evictions:           %lld\n", (long long)t.shared.evictions);
-  std::printf("compile time saved:  %.1f s\n", double(t.shared.compile_us_saved) / 1e6);
+  std::printf("compile time saved:  %s\n", duration_text(t.shared.compile_us_saved).c_str());
   std::printf("damaged, removed:    %lld\n", (long long)t.shared.corrupt);
   std::printf("not stored:          %lld (uncacheable programs, failed stores)\n",
               (long long)t.shared.uncacheable);

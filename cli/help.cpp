@@ -21,7 +21,9 @@ constexpr const char *kCache =
 
 const Items kEnvironment = {
     {"PCACHE_URI, PCACHE_DIR", "where the default cache lives (see CACHE)"},
-    {"PCACHE_MAX_SIZE", "the size cap for commands that store, e.g. 4G (0 or unset: none)"},
+    {"PCACHE_MAX_SIZE",
+     "the size cap for commands that store, e.g. 4G; 0: none; unset: the cache's own (progcache "
+     "config), a config file's, else 5G for the default cache and none for another"},
     {"PCACHE_DISABLE=1", "compile always, store nothing"},
     {"PCACHE_NVRTC_LIBRARY", "the libnvrtc to use (default: the newest libnvrtc.so.N found)"},
     {"PCACHE_LIBCUDA", "the CUDA driver library (default: libcuda.so.1)"},
