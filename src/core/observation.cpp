@@ -57,6 +57,9 @@ bool is_scratch_file(std::string_view path) {
 bool is_pch_file(std::string_view path, const ParsedOptions &opts) {
   if (!opts.pch) return false;
   if (path.size() > 4 && path.substr(path.size() - 4) == ".pch") return true;
+  // -pch without --pch-dir: NVRTC makes its own directory in the temporary one
+  // (/tmp/__nvrtc_auto_pch_<pid>_<n>), named by its process, never an input.
+  if (path.find("/__nvrtc_auto_pch_") != std::string_view::npos) return true;
   for (const std::string &p : opts.pch_paths) {
     std::string_view dir = p;
     while (dir.size() > 1 && dir.back() == '/') dir.remove_suffix(1);

@@ -247,6 +247,12 @@ TEST_F(Observation, PrecompiledHeadersAreNotInputs) {
   std::filesystem::remove_all("pch");
   ASSERT_EQ(::mkdir("pch", 0700), 0);
   EXPECT_TRUE(same_as_uncached(s, "PCH absent").from_cache);
+  // -pch alone: NVRTC makes /tmp/__nvrtc_auto_pch_<pid>_<n> itself; that write is its own
+  // cache, not an effect a hit must repeat (it made such programs uncacheable).
+  Source automatic = s;
+  automatic.options = {"-arch=sm_90", "-I/usr/local/cuda/include/cccl", "-pch"};
+  EXPECT_FALSE(same_as_uncached(automatic, "automatic PCH directory").from_cache);
+  EXPECT_TRUE(same_as_uncached(automatic, "automatic PCH directory, warm").from_cache);
   EXPECT_EQ(uncacheable(cache), 0u);
 }
 
