@@ -85,7 +85,7 @@ struct NvJitLink::Api {
 
 NvJitLink::NvJitLink(const LibraryLocation &where) {
   void *h = open_library(kNvJitLinkLibrary, where);
-  auto *api = new Api;
+  auto api = std::make_unique<Api>();
   auto resolve = [&](auto &fn, const char *name) {
     fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(
         library_function(kNvJitLinkLibrary, h, where, name));
@@ -107,8 +107,10 @@ NvJitLink::NvJitLink(const LibraryLocation &where) {
   if (api->version(&major, &minor) != kSuccess)
     throw Error(Status::cuda_unavailable, "nvJitLink '" + where.path + "' gives no version");
   version_ = major * 1000 + minor * 10;
-  api_ = api;
+  api_ = std::move(api);
 }
+
+NvJitLink::~NvJitLink() = default;
 
 NvJitLink &NvJitLink::load(const LibraryLocation &where) {
   std::lock_guard lock(g_loaded_mutex);

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -18,6 +19,7 @@ class NvJitLink {
   // Loads (once per path per process, thread-safely) and resolves every function it uses.
   // Throws Error(cuda_unavailable) naming the path and what is wrong.
   static NvJitLink &load(const LibraryLocation &where);
+  ~NvJitLink();
   // major * 1000 + minor * 10, as CUDA_VERSION (13.0 -> 13000).
   uint32_t version() const { return version_; }
   // Links inputs, in order, with options as given (a PTX target adds -ptx when absent). A link
@@ -29,7 +31,7 @@ class NvJitLink {
  private:
   struct Api;
   explicit NvJitLink(const LibraryLocation &where);
-  const Api *api_ = nullptr;  // never freed: the library stays loaded for the process
+  std::unique_ptr<const Api> api_;  // the library itself stays loaded for the process
   uint32_t version_ = 0;
 };
 

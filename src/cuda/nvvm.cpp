@@ -41,7 +41,7 @@ struct Nvvm::Api {
 
 Nvvm::Nvvm(const LibraryLocation &where) {
   void *h = open_library(kNvvmLibrary, where);
-  auto *api = new Api;
+  auto api = std::make_unique<Api>();
   auto resolve = [&](auto &fn, const char *name) {
     fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(
         library_function(kNvvmLibrary, h, where, name));
@@ -61,8 +61,10 @@ Nvvm::Nvvm(const LibraryLocation &where) {
   if (api->version(&major, &minor) != kSuccess)
     throw Error(Status::cuda_unavailable, "libNVVM '" + where.path + "' gives no version");
   version_ = uint32_t(major) * 1000 + uint32_t(minor) * 10;
-  api_ = api;
+  api_ = std::move(api);
 }
+
+Nvvm::~Nvvm() = default;
 
 Nvvm &Nvvm::load(const LibraryLocation &where) {
   std::lock_guard lock(g_loaded_mutex);

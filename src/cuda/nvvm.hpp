@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -24,6 +25,7 @@ class Nvvm {
   // Loads (once per path per process, thread-safely) and resolves every function it uses.
   // Throws Error(cuda_unavailable) naming the path and what is wrong.
   static Nvvm &load(const LibraryLocation &where);
+  ~Nvvm();
   // major * 1000 + minor * 10 of the library (libNVVM 2.0 -> 2000).
   uint32_t version() const { return version_; }
   // Adds modules, then lazy_modules (only what the others use is linked in: libdevice), and
@@ -37,7 +39,7 @@ class Nvvm {
  private:
   struct Api;
   explicit Nvvm(const LibraryLocation &where);
-  const Api *api_ = nullptr;  // never freed: the library stays loaded for the process
+  std::unique_ptr<const Api> api_;  // the library itself stays loaded for the process
   uint32_t version_ = 0;
 };
 
