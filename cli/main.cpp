@@ -20,6 +20,31 @@ bool takes_passthrough(const Command &c) {
   return std::strstr(c.synopsis, "[-- ") != nullptr;
 }
 
+// ccache's options, which users type by habit, as the commands that do the same: -s stats,
+// -z zero the counters, -C clear, -c prune to the cap, -M SIZE store a cap, -p the settings,
+// -V version. Only where the command's name would be (after the global options), where no
+// command's own option can be.
+std::vector<std::string> translate_ccache_habits(std::vector<std::string> args) {
+  static const std::pair<const char *, std::vector<std::string>> kHabits[] = {
+      {"-s", {"stats"}},
+      {"-z", {"stats", "--zero"}},
+      {"-C", {"clear"}},
+      {"-c", {"prune"}},
+      {"-p", {"config"}},
+      {"-V", {"version"}},
+      {"-M", {"config", "max_size"}}};
+  size_t at = 0;
+  while (at + 1 < args.size() && (args[at] == "--cache" || args[at] == "--max-size")) at += 2;
+  if (at >= args.size()) return args;
+  for (const auto &[flag, command] : kHabits) {
+    if (args[at] != flag) continue;
+    args.erase(args.begin() + long(at));
+    args.insert(args.begin() + long(at), command.begin(), command.end());
+    return args;
+  }
+  return args;
+}
+
 // The first operand that is not the value of a global option: the command's name.
 std::string find_command_name(const std::vector<std::string> &args) {
   for (size_t i = 0; i < args.size(); ++i) {
@@ -93,6 +118,7 @@ int run(int argc, char **argv) {
       break;
     }
   if (args == std::vector<std::string>{"--version"}) args = {"version"};
+  args = translate_ccache_habits(std::move(args));
   in.command = find_command_name(args);
   const Command *command = find_command(in.command);
   if (!in.command.empty() && !command)

@@ -62,6 +62,13 @@ want='^hit: .*k\.ltoir in ' check "link hits" 0 "$pc" link "$work/k.ltoir" --lto
 want='^' check "link wrote an ELF" 0 bash -c "head -c 4 '$work/linked.cubin' | grep -q ELF"
 want='extension' check "link of an unknown kind exits 2" 2 "$pc" link "$kernel"
 want='nvJitLink refused' check "a refused link exits 1 with the log" 1 "$pc" link "$work/k.ltoir"
+# ccache's short options, typed by habit.
+want='hits:' check "-s is stats" 0 "$pc" -s
+want='zeroed|set to zero' check "-z zeroes the counters" 0 "$pc" -z
+want='max_size' check "-p shows the settings" 0 "$pc" -p
+want='^progcache [0-9]' check "-V is the version" 0 "$pc" -V
+want='stored' check "-M stores a cap" 0 "$pc" --cache "sqlite:$work/habits.db" -M 64M
+want='64.0 MiB' check "... which config shows" 0 "$pc" --cache "sqlite:$work/habits.db" config
 want='cleared' check "clear" 0 "$pc" clear
 want='entries: +0' check "empty after clear" 0 "$pc" stats
 want='is not a size' check "bad PCACHE_MAX_SIZE exits 2" 2 env PCACHE_MAX_SIZE=lots "$pc" stats
