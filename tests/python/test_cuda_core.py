@@ -87,11 +87,53 @@ class CudaCoreTest(unittest.TestCase):
                 self.assertEqual(r.from_cache, expect_hit)
                 obj = r.to_object_code()
                 self.assertIsInstance(obj, ObjectCode)
-                self.assertEqual(obj.symbol_mapping, {"scale<float>": r.lowered_name("scale<float>")})
+                # bytes, as cuda.core's own Program gives them
+                self.assertEqual(obj.symbol_mapping,
+                                 {"scale<float>": r.lowered_name("scale<float>").encode()})
                 self.assertEqual(bytes(obj.code), r.data)
             ptx = cache.compile(KERNEL, name="scale.cu", options=["-arch=compute_90"],
                                 target="ptx", name_expressions=["scale<float>"])
             self.assertEqual(ptx.to_object_code().code_type, "ptx")
+
+    def test_behaves_like_cuda_cores_own_caches_where_a_caller_can_tell(self):
+        from cuda.core.utils import InMemoryProgramCache
+        import pathlib
+        # The same operations on cuda.core's in-memory cache and on ours: the same outcomes. (An
+        # entry over the cap also empties cuda.core's cache of every other entry on its way out;
+        # ours keeps them: no caller can rely on losing them.)
+        def run(cache):
+            seen = []
+            cache[b"big"] = b"y" * 100          # over the cap of 50: not kept, no error
+            seen.append(cache.get(b"big"))
+            cache[b"small"] = b"x" * 10
+            seen.append(cache.get(b"small"))
+            try:
+                cache["absent key"]
+            except KeyError as e:
+                seen.append(e.args[0])          # the key as the caller passed it: a str
+            return seen
+        ours = run(pcc.ProgramCache("memory:", max_size_bytes=50))
+        theirs = run(InMemoryProgramCache(max_size_bytes=50))
+        self.assertEqual(ours, theirs)
+        self.assertEqual(ours, [None, b"x" * 10, "absent key"])
+        for bad in (0, -1):
+            with self.assertRaises(ValueError):
+                pcc.ProgramCache("memory:", max_size_bytes=bad)
+            with self.assertRaises(ValueError):
+                InMemoryProgramCache(max_size_bytes=bad)
+        with pcc.ProgramCache("memory:") as unbounded:  # None: no cap at all
+            unbounded[b"k"] = b"z" * (1 << 20)
+            self.assertEqual(len(unbounded[b"k"]), 1 << 20)
+        for path, scheme in ((pathlib.Path(self.dir.name) / "p.db", "sqlite"),
+                             (pathlib.Path(self.dir.name) / "fs", "filestream")):
+            with pcc.ProgramCache(path) as cache:
+                cache[b"k"] = b"v"
+                self.assertIn(scheme, repr(cache))
+            self.assertTrue(path.exists())
+        with progcache.Cache("memory:") as plain:
+            with self.assertRaises(KeyError) as ctx:
+                plain["a str key"]
+            self.assertEqual(ctx.exception.args[0], "a str key")
 
 
 if __name__ == "__main__":

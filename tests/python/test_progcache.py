@@ -228,6 +228,30 @@ NVVM_IR = "\n".join([
     "!nvvmir.version = !{!1}", "!1 = !{i32 2, i32 0}", ""])
 
 
+class ArgumentsTest(unittest.TestCase):
+    def test_options_as_one_string_are_split_as_a_shell_splits_them(self):
+        with progcache.Cache("memory:") as cache:
+            a = cache.compile(KERNEL, options="-arch=sm_90 --std=c++17", name_expressions="scale<float>")
+            b = cache.compile(KERNEL, options=["-arch=sm_90", "--std=c++17"],
+                              name_expressions=["scale<float>"])
+            self.assertTrue(b.from_cache, "one program however its options are given")
+            self.assertEqual(a.symbol_mapping, {"scale<float>": "_Z5scaleIfEvPT_S0_i"})
+            with self.assertRaises(TypeError):
+                cache.compile(KERNEL, options=b"-arch=sm_90")
+
+    def test_paths_may_be_path_like(self):
+        import pathlib
+        with tempfile.TemporaryDirectory() as d:
+            with progcache.Cache(pathlib.Path(d) / "c.db") as cache:
+                cache[b"k"] = b"v"
+                r = cache.compile(KERNEL, name=pathlib.Path(d) / "k.cu", options=["-arch=sm_90"])
+                self.assertEqual(r.data[:4], b"\x7fELF")
+            self.assertTrue(os.path.exists(os.path.join(d, "c.db")))
+            with progcache.Cache(pathlib.Path(d) / "fs") as cache:
+                cache[b"k"] = b"v"
+            self.assertTrue(os.path.isdir(os.path.join(d, "fs")))
+
+
 class JitTest(unittest.TestCase):
     """PTX (nvJitLink), NVVM IR (libNVVM) and links, as cuda.core's Program and Linker take them."""
 

@@ -18,6 +18,7 @@ import ctypes
 import ctypes.util
 import os
 import re
+import shlex
 
 __version__ = "0.5.0"  # the release; tests/python checks it equals the library's version
 
@@ -296,6 +297,29 @@ _TARGETS = {"cubin": 0, "ptx": 1, "ltoir": 2}
 _CODE_TYPES = {"c++": 0, "ptx": 1, "nvvm": 2}
 
 
+def _as_uri(uri):
+    """A URI as given; a path (os.PathLike, or a str without a scheme) as the store it names."""
+    if uri is None:
+        return None
+    if isinstance(uri, os.PathLike) or (isinstance(uri, str) and not re.match(r"^[a-z]+:", uri)):
+        path = os.fsdecode(os.fspath(uri))
+        if path.endswith((".db", ".sqlite", ".sqlite3")):
+            return "sqlite:" + path
+        return "filestream:" + path
+    if not isinstance(uri, str):
+        raise TypeError("uri must be a str or os.PathLike, not %s" % type(uri).__name__)
+    return uri
+
+
+def _option_list(options, what="options"):
+    """options as a list: a str is split as a shell splits it ("-arch=sm_90 -G")."""
+    if isinstance(options, str):
+        return shlex.split(options)
+    if isinstance(options, (bytes, bytearray)):
+        raise TypeError("%s must be a str or a sequence of str, not bytes" % what)
+    return list(options)
+
+
 def _strings(items):
     encoded = [s.encode("utf-8") if isinstance(s, str) else bytes(s) for s in items]
     return (ctypes.c_char_p * max(len(encoded), 1))(*encoded), len(encoded)
@@ -318,10 +342,10 @@ def _program(source, name, options, target, code_type, name_expressions, headers
         raise ValueError("target must be one of %s, not %r" % (sorted(_TARGETS), target))
     prog.code_type = _CODE_TYPES[code_type]
     prog.target = _TARGETS[target]
-    prog.name = name.encode("utf-8")
+    prog.name = os.fsencode(os.fspath(name)) if isinstance(name, os.PathLike) else name.encode("utf-8")
     prog.source = src
     prog.source_size = len(src)
-    arr, n = _strings(options)
+    arr, n = _strings(_option_list(options))
     keep.append(arr)
     prog.options, prog.num_options = ctypes.cast(arr, _StrArray), n
     # A dict, or (name, content) pairs: NVVM modules are linked in the order given.
@@ -336,6 +360,8 @@ def _program(source, name, options, target, code_type, name_expressions, headers
             len(t.encode("utf-8") if isinstance(t, str) else bytes(t)) for _, t in pairs])
         keep.append(sizes)
         prog.header_sizes = ctypes.cast(sizes, ctypes.POINTER(ctypes.c_size_t))
+    if isinstance(name_expressions, str):  # one expression, not its characters
+        name_expressions = [name_expressions]
     exprs, n = _strings(name_expressions)
     keep.append(exprs)
     prog.name_expressions, prog.num_name_expressions = ctypes.cast(exprs, _StrArray), n
@@ -360,6 +386,8 @@ def _compiled_or_raise(status, handle):
 def _compile(cache_handle, source, name, options, target, name_expressions, headers, extra_digest,
              code_type="c++"):
     target = _default_target(code_type, target)
+    if isinstance(name_expressions, str):
+        name_expressions = [name_expressions]
     prog, _keep = _program(source, name, options, target, code_type, name_expressions, headers,
                            extra_digest)
     handle = _handle()
@@ -404,7 +432,7 @@ def _link(cache_handle, inputs, options, target):
     job = _LinkJob()
     _check(_lib.pcache_link_job_init(ctypes.byref(job), ctypes.sizeof(job)))
     job.target = _TARGETS[target]
-    opts, n = _strings(options)
+    opts, n = _strings(_option_list(options))
     job.options, job.num_options = ctypes.cast(opts, _StrArray), n
     job.inputs, job.num_inputs = array, len(items)
     handle = _handle()
@@ -489,22 +517,28 @@ class Compiled:
 class Cache:
     """A progcache cache: a bytes-in, bytes-out mapping with LRU eviction.
 
-    ``uri``: None for the default cache, or "memory:", "sqlite:PATH", "filestream:DIR".
+    ``uri``: None for the default cache, or "memory:", "sqlite:PATH", "filestream:DIR"; a path
+    (str without a scheme, or os.PathLike) is a SQLite database when it ends in .db, .sqlite or
+    .sqlite3, else a file-stream directory.
     ``max_size_bytes``: cap on the sum of stored value sizes; 0 (the default) takes the configured
     cap: $PCACHE_MAX_SIZE, the cap stored in the cache, the config files, 5 GiB for the default
-    cache (docs/admin.md).
+    cache (docs/admin.md); None: no cap.
     """
 
     def __init__(self, uri=None, max_size_bytes=0):
-        if not isinstance(max_size_bytes, int) or isinstance(max_size_bytes, bool):
-            raise TypeError("max_size_bytes must be an int")
-        if max_size_bytes < 0:
+        if max_size_bytes is not None and (
+                not isinstance(max_size_bytes, int) or isinstance(max_size_bytes, bool)):
+            raise TypeError("max_size_bytes must be an int or None")
+        if max_size_bytes is not None and max_size_bytes < 0:
             raise ValueError("max_size_bytes must be >= 0")
+        uri = _as_uri(uri)
         # For repr: the URI without its user and password.
         self._uri = re.sub(r"//[^/@]*@", "//***@", uri) if uri else "the default cache"
         options = _Options()
         _check(_lib.pcache_options_init(ctypes.byref(options), ctypes.sizeof(_Options)))
-        if max_size_bytes:
+        if max_size_bytes is None:
+            options.max_size_bytes = 0  # explicitly none
+        elif max_size_bytes:
             options.max_size_bytes = max_size_bytes
         handle = _handle()
         _check(_lib.pcache_open(uri.encode("utf-8") if uri else None, ctypes.byref(options),

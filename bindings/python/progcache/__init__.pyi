@@ -1,4 +1,5 @@
 # Type hints for the progcache package (the implementation is ctypes in __init__.py).
+import os
 from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple, Union
 
 __version__: str
@@ -7,6 +8,8 @@ KEY_SIZE: int
 Key = Union[bytes, bytearray, str]
 Value = Union[bytes, bytearray, memoryview]
 Target = str  # "cubin", "ptx" or "ltoir"
+# A list of options, or one string split as a shell splits it ("-arch=sm_90 --std=c++17").
+Options = Union[str, Sequence[str]]
 # In-memory headers (C++), or NVVM IR's extra modules in order (text or bitcode).
 Headers = Union[Mapping[str, Union[str, bytes]], Sequence[Tuple[str, Union[str, bytes]]]]
 # (kind, data) or (kind, name, data); kind: "cubin", "ptx", "ltoir", "fatbin", "object", "library"
@@ -53,7 +56,8 @@ class Compiled:
     def close(self) -> None: ...
 
 class Cache:
-    def __init__(self, uri: Optional[str] = ..., max_size_bytes: int = ...) -> None: ...
+    def __init__(self, uri: Union[str, os.PathLike, None] = ...,
+                 max_size_bytes: Optional[int] = ...) -> None: ...
     def __setitem__(self, key: Key, value: Value) -> None: ...
     def __getitem__(self, key: Key) -> bytes: ...
     def __delitem__(self, key: Key) -> None: ...
@@ -66,25 +70,25 @@ class Cache:
     def shared_stats(self) -> Dict[str, int]: ...
     def tier_stats(self) -> List[Dict[str, int]]: ...
     def clear(self) -> None: ...
-    def compile(self, source: Union[str, bytes], *, name: str = ..., options: Sequence[str] = ...,
-                target: Optional[Target] = ..., name_expressions: Sequence[str] = ...,
+    def compile(self, source: Union[str, bytes], *, name: Union[str, os.PathLike] = ..., options: Options = ...,
+                target: Optional[Target] = ..., name_expressions: Union[str, Sequence[str]] = ...,
                 headers: Optional[Headers] = ...,
                 extra_digest: Optional[bytes] = ..., code_type: str = ...) -> Compiled: ...
-    def link(self, inputs: Sequence[LinkInput], *, options: Sequence[str] = ...,
+    def link(self, inputs: Sequence[LinkInput], *, options: Options = ...,
              target: Target = ...) -> Compiled: ...
     def close(self) -> None: ...
     def __enter__(self) -> "Cache": ...
     def __exit__(self, *exc: object) -> None: ...
 
-def compile_uncached(source: Union[str, bytes], *, name: str = ..., options: Sequence[str] = ...,
-                     target: Optional[Target] = ..., name_expressions: Sequence[str] = ...,
+def compile_uncached(source: Union[str, bytes], *, name: Union[str, os.PathLike] = ..., options: Options = ...,
+                     target: Optional[Target] = ..., name_expressions: Union[str, Sequence[str]] = ...,
                      headers: Optional[Headers] = ...,
                      extra_digest: Optional[bytes] = ..., code_type: str = ...) -> Compiled: ...
 
-def link_uncached(inputs: Sequence[LinkInput], *, options: Sequence[str] = ...,
+def link_uncached(inputs: Sequence[LinkInput], *, options: Options = ...,
                   target: Target = ...) -> Compiled: ...
 
-def make_key(source: Union[str, bytes], *, name: str = ..., options: Sequence[str] = ...,
-             target: Target = ..., code_type: str = ..., name_expressions: Sequence[str] = ...,
+def make_key(source: Union[str, bytes], *, name: Union[str, os.PathLike] = ..., options: Options = ...,
+             target: Target = ..., code_type: str = ..., name_expressions: Union[str, Sequence[str]] = ...,
              headers: Optional[Mapping[str, str]] = ..., extra_digest: Optional[bytes] = ...,
              nvrtc_version: int = ...) -> bytes: ...

@@ -58,13 +58,18 @@ def _value_bytes(value):
 
 class ProgramCache(ProgramCacheResource):
     """A cuda.core program cache stored in progcache: ``uri`` as ``progcache.Cache`` takes it
-    (None: the default cache), ``max_size_bytes`` 0 for the configured cap."""
+    (None: the default cache; a path or ``pathlib.Path``: a SQLite database for .db, .sqlite or
+    .sqlite3, else a file-stream directory). ``max_size_bytes`` as cuda.core's caches take it:
+    None (the default) is no cap, a positive int a cap; an entry larger than the cap is not kept,
+    as cuda.core's caches do not keep it. ``progcache.Cache(uri)`` gives the configured cap."""
 
-    def __init__(self, uri=None, *, max_size_bytes=0):
-        if not isinstance(max_size_bytes, int) or isinstance(max_size_bytes, bool):
-            raise TypeError("max_size_bytes must be an int")
-        if max_size_bytes < 0:
-            raise ValueError("max_size_bytes must be >= 0")
+    def __init__(self, uri=None, *, max_size_bytes=None):
+        if max_size_bytes is not None:
+            if not isinstance(max_size_bytes, int) or isinstance(max_size_bytes, bool):
+                raise TypeError("max_size_bytes must be an int or None")
+            if max_size_bytes <= 0:
+                raise ValueError(
+                    "max_size_bytes must be positive or None (0 would evict every write)")
         self._cache = progcache.Cache(uri, max_size_bytes)
 
     @property
@@ -73,13 +78,22 @@ class ProgramCache(ProgramCacheResource):
         return self._cache
 
     def __getitem__(self, key):
-        return self._cache[_key_bytes(key)]
+        try:
+            return self._cache[_key_bytes(key)]
+        except KeyError:
+            raise KeyError(key) from None  # the key as the caller passed it
 
     def __setitem__(self, key, value):
-        self._cache[_key_bytes(key)] = _value_bytes(value)
+        try:
+            self._cache[_key_bytes(key)] = _value_bytes(value)
+        except progcache.TooLargeError:
+            pass  # larger than the cap: not kept, as cuda.core's caches evict it at once
 
     def __delitem__(self, key):
-        del self._cache[_key_bytes(key)]
+        try:
+            del self._cache[_key_bytes(key)]
+        except KeyError:
+            raise KeyError(key) from None
 
     def __len__(self):
         return len(self._cache)
@@ -108,4 +122,7 @@ def object_code(compiled):
     make = _FROM.get(compiled.target)
     if make is None:
         raise ValueError("no ObjectCode for target %r" % (compiled.target,))
-    return make(compiled.data, symbol_mapping=dict(compiled.symbol_mapping))
+    # cuda.core's Program gives the lowered names as bytes.
+    mapping = {name: symbol.encode("utf-8") if isinstance(symbol, str) else symbol
+               for name, symbol in compiled.symbol_mapping.items()}
+    return make(compiled.data, symbol_mapping=mapping)
