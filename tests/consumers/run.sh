@@ -29,6 +29,20 @@ if command -v gfortran >/dev/null; then
   "$work/f90/consumer"
 fi
 
+# The Python package under this prefix, with the system's python3 and no LD_LIBRARY_PATH: it
+# finds the library it was installed with (_installed.py).
+if [ -x /usr/bin/python3 ]; then
+  site=$(find "$prefix" -path '*/python3.*/dist-packages' -type d | head -1)
+  [ -n "$site" ] || { echo "python: no package in $prefix/lib/python3.X/dist-packages"; exit 1; }
+  env -i PATH=/usr/bin:/bin PYTHONPATH="$site" PYTHONDONTWRITEBYTECODE=1 /usr/bin/python3 -c '
+import progcache
+with progcache.Cache("memory:") as c:
+    c[b"k"] = b"v"
+    assert c[b"k"] == b"v"
+print("python: progcache", progcache.__version__, "loaded", progcache._installed_library())
+'
+fi
+
 # Kernels compiled into a bundle at build time (progcache_add_bundle), imported into a fresh
 # cache: the compile the application then makes (same name, options, arch) is a hit.
 PATH=$prefix/bin:$PATH cmake -S "$here/cmake_bundle" -B "$work/bundle" -DCMAKE_PREFIX_PATH="$prefix" >/dev/null

@@ -165,11 +165,20 @@ class _LinkJob(ctypes.Structure):
                 ("inputs", ctypes.POINTER(_LinkInput)), ("num_inputs", ctypes.c_size_t)]
 
 
+def _installed_library():
+    """The library a cmake --install or a deb put beside this package (see _installed.py)."""
+    try:
+        from progcache._installed import LIBRARY
+    except ImportError:
+        return None
+    return LIBRARY if os.path.exists(LIBRARY) else None
+
+
 def _load_library():
     path = os.environ.get("PROGCACHE_LIBRARY")
     bundled = os.path.join(os.path.dirname(os.path.abspath(__file__)), "libprogcache.so.1")
     candidates = [path] if path else [
-        bundled if os.path.exists(bundled) else None,
+        bundled if os.path.exists(bundled) else None, _installed_library(),
         "libprogcache.so.1", ctypes.util.find_library("progcache")]
     errors = []
     for candidate in candidates:
