@@ -140,10 +140,13 @@ NvrtcOutput NvJitLink::link(const std::vector<LinkInput> &inputs,
     return text;
   };
   const char *failed_call = r != kSuccess ? "nvJitLinkCreate" : nullptr;
+  // nvJitLink keeps the names it is given (its messages name the input), until it is destroyed:
+  // they live as long as the link, not the call that adds them.
+  std::vector<std::string> names(inputs.size());
   for (size_t i = 0; i < inputs.size() && !failed_call; ++i) {
-    const std::string name(inputs[i].name);
+    names[i] = std::string(inputs[i].name);
     r = api_->add_data(h, input_type(inputs[i].kind), inputs[i].data.data, inputs[i].data.size,
-                       name.c_str());
+                       names[i].c_str());
     if (r != kSuccess) failed_call = "nvJitLinkAddData";
   }
   if (!failed_call) {

@@ -81,9 +81,12 @@ NvrtcOutput Nvvm::compile(const std::vector<NvvmModule> &modules,
   Program p = nullptr;
   Result r = api_->create(&p);
   const char *failed_call = r != kSuccess ? "nvvmCreateProgram" : nullptr;
+  // libNVVM may keep the module names for its messages until the program is destroyed.
+  std::vector<std::string> names;
+  names.reserve(modules.size() + lazy_modules.size());
   auto add = [&](const std::vector<NvvmModule> &list, bool lazy) {
     for (size_t i = 0; i < list.size() && !failed_call; ++i) {
-      const std::string name(list[i].name);
+      const std::string &name = names.emplace_back(list[i].name);
       r = (lazy ? api_->lazy_add_module : api_->add_module)(p, list[i].bytes.data(),
                                                             list[i].bytes.size(), name.c_str());
       if (r != kSuccess)
