@@ -1,14 +1,19 @@
 // progcache run: runs a command with the drop-in NVRTC in front of the real one
-// (docs/transparent.md). The command replaces this process (exec), so its exit status is ours.
+// (docs/transparent.md), waits for it, says what went through the cache (and what did not), and
+// exits with its exit status.
 #include <dirent.h>
 #include <dlfcn.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <climits>
+#include <csignal>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "commands.hpp"
@@ -49,12 +54,65 @@ void prepend_env(const char *name, const std::string &value, char separator) {
   ::setenv(name, now.c_str(), 1);
 }
 
+// The cache's shared hits and misses now (both 0 when it cannot say: a tiered stack).
+std::pair<int64_t, int64_t> lookups(const std::string &uri) {
+  pcache *cache = nullptr;
+  pcache_options options{};
+  pcache_options_init(&options, sizeof options);
+  options.flags |= PCACHE_OPEN_EXISTING;
+  if (pcache_open(uri.empty() ? nullptr : uri.c_str(), &options, &cache) != PCACHE_OK)
+    return {0, 0};
+  pcache_shared_stats s{};
+  s.struct_size = sizeof s;
+  const bool ok = pcache_get_shared_stats(cache, &s) == PCACHE_OK;
+  pcache_close(cache);
+  return ok ? std::pair{s.hits, s.misses} : std::pair<int64_t, int64_t>{0, 0};
+}
+
+// What the preloaded helper wrote: one "what\tpath\tdetail" line per NVRTC it redirected or
+// could not; said on stderr when the command has ended, so that a command whose compiles did
+// not go through the cache never looks cached.
+void say_what_happened(const std::string &report_file, std::pair<int64_t, int64_t> before,
+                       std::pair<int64_t, int64_t> after) {
+  std::vector<std::string> bypassed, others;
+  if (FILE *f = std::fopen(report_file.c_str(), "r")) {
+    char line[PATH_MAX + 256];
+    while (std::fgets(line, sizeof line, f)) {
+      std::string text(line);
+      if (!text.empty() && text.back() == '\n') text.pop_back();
+      const size_t tab = text.find('\t'), tab2 = text.find('\t', tab + 1);
+      if (tab == std::string::npos || tab2 == std::string::npos) continue;
+      const std::string what = text.substr(0, tab), path = text.substr(tab + 1, tab2 - tab - 1);
+      if (what == "bypass") bypassed.push_back(path + " itself (" + text.substr(tab2 + 1) + ")");
+      if (what == "other")
+        others.push_back(path + " (the drop-in used " + text.substr(tab2 + 1) +
+                         ", named by PCACHE_NVRTC_LIBRARY)");
+    }
+    std::fclose(f);
+  }
+  const int64_t hits = after.first - before.first, misses = after.second - before.second;
+  if (hits > 0 || misses > 0)
+    std::fprintf(stderr,
+                 "progcache run: %lld compile(s) through the cache: %lld hit(s), %lld miss(es)\n",
+                 (long long)(hits + misses), (long long)hits, (long long)misses);
+  for (const std::string &b : bypassed)
+    std::fprintf(stderr, "progcache run: the command loaded %s: its compiles were not cached\n",
+                 b.c_str());
+  for (const std::string &o : others)
+    std::fprintf(stderr, "progcache run: the command asked for %s\n", o.c_str());
+}
+
 }  // namespace
 
 int cmd_run(Invocation &in) {
   if (in.passthrough.empty()) throw Usage("run needs a command after --; see progcache run --help");
   const std::string dir = dropin_directory();
   prepend_env("LD_LIBRARY_PATH", dir, ':');
+  // The helper that sends a dlopen of libnvrtc by full path to the drop-in (and notes what it
+  // could not send), in every process the command starts.
+  if (const std::string helper = dir + "/libprogcache-run.so"; ::access(helper.c_str(), R_OK) == 0)
+    prepend_env("LD_PRELOAD", helper, ' ');
+  ::setenv("PCACHE_RUN_DROPIN_DIR", dir.c_str(), 1);
   if (in.has("preload"))
     for (const std::string &lib : dropins_in(dir)) prepend_env("LD_PRELOAD", lib, ' ');
   // The cache the command's compiles go through must be usable now: a typo would otherwise run
@@ -74,13 +132,36 @@ int cmd_run(Invocation &in) {
                   "run: no usable cache (" + library_message() + "); the command was not run");
   pcache_close(cache);
   if (!uri.empty()) ::setenv("PCACHE_URI", uri.c_str(), 1);
+  char report_file[] = "/tmp/progcache-run-XXXXXX";
+  const int report_fd = ::mkstemp(report_file);
+  if (report_fd >= 0) {
+    ::close(report_fd);
+    ::setenv("PCACHE_RUN_REPORT", report_file, 1);
+  }
+  const auto before = lookups(uri);
   std::vector<char *> argv;
   for (std::string &a : in.passthrough) argv.push_back(a.data());
   argv.push_back(nullptr);
-  ::execvp(argv[0], argv.data());
-  const int error = errno;
-  std::fprintf(stderr, "progcache: run: cannot run %s: %s\n", argv[0], std::strerror(error));
-  return error == ENOENT ? 127 : 126;  // as a shell reports it
+  const pid_t child = ::fork();
+  if (child < 0) throw Failure(PCACHE_ERR_IO, std::string("run: fork: ") + std::strerror(errno));
+  if (child == 0) {
+    ::execvp(argv[0], argv.data());
+    const int error = errno;
+    std::fprintf(stderr, "progcache: run: cannot run %s: %s\n", argv[0], std::strerror(error));
+    ::_exit(error == ENOENT ? 127 : 126);  // as a shell reports it
+  }
+  // The terminal's Ctrl-C reaches the command; this process waits for it and then reports.
+  ::signal(SIGINT, SIG_IGN);
+  ::signal(SIGQUIT, SIG_IGN);
+  int status = 0;
+  while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (report_fd >= 0) {
+    say_what_happened(report_file, before, lookups(uri));
+    ::unlink(report_file);
+  }
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
 }
 
 }  // namespace progcache::cli

@@ -151,6 +151,49 @@ if [ -z "${PCACHE_TEST_SANITIZED:-}" ]; then  # a sanitized drop-in cannot be pr
   esac
 fi
 
+# A client that dlopens NVRTC by its full path (as cuda-pathfinder does for the nvidia-cuda-nvrtc
+# wheel): `progcache run` sends it to the drop-in, which compiles with the library it named, and
+# says so; with another NVRTC build at another path (NVRTC 13.0.48 from PyPI) the bytes are that
+# build's. A libnvrtc of a major no drop-in fronts is reported as not cached.
+dl_client=${PCACHE_TEST_DLOPEN_CLIENT:-}
+if [ -n "$dl_client" ] && [ -z "${PCACHE_TEST_SANITIZED:-}" ]; then
+  dl_run() {  # dl_run TAG LIBNVRTC [launcher...]: the client's outputs in TAG, its stderr in TAG.err
+    local tag=$1 lib=$2
+    shift 2
+    mkdir -p "$work/$tag"
+    "$@" "$dl_client" "$lib" "$work/$tag" "$work/$tag.maps" 2>"$work/$tag.err" ||
+      fail "$tag: the client failed: $(cat "$work/$tag.err")"
+  }
+  real_lib=${PCACHE_TEST_REAL_NVRTC:-$real_dir/libnvrtc.so}
+  export PCACHE_URI=sqlite:$work/dl.db
+  dl_run dl_real "$real_lib" env
+  dl_run dl_cold "$real_lib" "$pc" run --
+  same dl_cold dl_real
+  grep -q 'through the cache: 0 hit(s), 1 miss(es)' "$work/dl_cold.err" ||
+    fail "run did not say the cold compile went through the cache: $(cat "$work/dl_cold.err")"
+  dl_run dl_warm "$real_lib" "$pc" run --
+  same dl_warm dl_real
+  grep -q '1 hit(s), 0 miss(es)' "$work/dl_warm.err" || fail "warm: $(cat "$work/dl_warm.err")"
+  ! maps_real dl_warm || fail "the warm dlopen-by-path run mapped the real libnvrtc"
+  if [ -n "${PCACHE_TEST_NVRTC13_OTHER:-}" ]; then
+    dl_run dl_other_real "$PCACHE_TEST_NVRTC13_OTHER" env
+    dl_run dl_other "$PCACHE_TEST_NVRTC13_OTHER" "$pc" run --
+    same dl_other dl_other_real
+    cmp -s "$work/dl_other/k.cubin" "$work/dl_real/k.cubin" &&
+      fail "NVRTC 13.0.48 and the toolkit's gave one cubin (the check is blind)"
+    grep -q "nvrtc13048" "$work/dl_other.maps" || fail "run did not forward to the NVRTC the client named"
+  fi
+  mkdir -p "$work/major99"
+  ln -sf "$real_lib" "$work/major99/libnvrtc.so.99"
+  dl_run dl_bypass "$work/major99/libnvrtc.so.99" "$pc" run --
+  grep -q "loaded $work/major99/libnvrtc.so.99 itself (no drop-in for this NVRTC major): its compiles were not cached" "$work/dl_bypass.err" ||
+    fail "run did not report the NVRTC it could not front: $(cat "$work/dl_bypass.err")"
+  unset PCACHE_URI
+  export PCACHE_URI=sqlite:$work/cache.db
+else
+  echo "skip: dlopen by full path (no client, or a sanitizer build)"
+fi
+
 # NVIDIA's Python bindings (they dlopen libnvrtc.so.N by name), through a cache of their own.
 if [ -n "${PCACHE_TEST_CUDA_CORE:-}" ]; then
   py=(env PYTHONPATH="$PCACHE_TEST_CUDA_CORE" python3 "$(cd "$(dirname "$0")" && pwd)/cuda_bindings_client.py")
