@@ -139,7 +139,14 @@ DROPIN_API const char *nvrtcGetErrorString(nvrtcResult result) {
 #endif
   };
   const int i = int(result);
-  return i >= 0 && i < int(sizeof kNames / sizeof *kNames) ? kNames[i] : "NVRTC_ERROR unknown";
+  if (i >= 0 && i < int(sizeof kNames / sizeof *kNames)) return kNames[i];
+  // A code newer than the header this drop-in was built with (13.5's NVRTC_ERROR_BUSY is 18):
+  // the real library, which may know it, answers in its own words.
+  try {
+    if (const char *real = real_nvrtc().error_string(result)) return real;
+  } catch (...) {  // no real NVRTC to ask: NVRTC's own answer for a code it does not know
+  }
+  return "NVRTC_ERROR unknown";
 }
 
 DROPIN_API nvrtcResult nvrtcVersion(int *major, int *minor) {

@@ -46,7 +46,12 @@ static void *real(const char *name) {
   }
 
 FORWARD(nvrtcResult, nvrtcVersion, (int *major, int *minor), (major, minor))
-FORWARD(const char *, nvrtcGetErrorString, (nvrtcResult r), (r))
+/* A newer NVRTC's code (13.5's NVRTC_ERROR_BUSY is 18), which the drop-in built with 13.0's header
+ * must answer in the real library's words. */
+const char *nvrtcGetErrorString(nvrtcResult r) {
+  typedef const char *(*fn_t)(nvrtcResult);
+  return (int)r == 18 ? "NVRTC_ERROR_BUSY" : ((fn_t)real("nvrtcGetErrorString"))(r);
+}
 FORWARD(nvrtcResult, nvrtcCreateProgram,
         (nvrtcProgram * p, const char *src, const char *name, int n, const char *const *h,
          const char *const *hn),

@@ -183,6 +183,14 @@ if [ -n "$dl_client" ] && [ -z "${PCACHE_TEST_SANITIZED:-}" ]; then
       fail "NVRTC 13.0.48 and the toolkit's gave one cubin (the check is blind)"
     grep -q "nvrtc13048" "$work/dl_other.maps" || fail "run did not forward to the NVRTC the client named"
   fi
+  # An error code newer than the drop-in's header: answered in the real library's words (a test
+  # NVRTC that knows code 18 stands for a newer one).
+  if [ -n "${PCACHE_TEST_FAKE_NVRTC:-}" ]; then
+    ASK_ERROR_18=1 PCACHE_NVRTC_LIBRARY=$PCACHE_TEST_FAKE_NVRTC PCACHE_TEST_REAL_NVRTC=$real_lib \
+      dl_run dl_newer "$(dirname "$pc")/nvrtc-dropin/libnvrtc.so.13" env
+    grep -q 'error 18: NVRTC_ERROR_BUSY' "$work/dl_newer/transcript.txt" ||
+      fail "the drop-in's nvrtcGetErrorString(18): $(cat "$work/dl_newer/transcript.txt")"
+  fi
   mkdir -p "$work/major99"
   ln -sf "$real_lib" "$work/major99/libnvrtc.so.99"
   dl_run dl_bypass "$work/major99/libnvrtc.so.99" "$pc" run --
