@@ -37,3 +37,14 @@ else:
     raise AssertionError("a bad URI opened")
 print("wheel: progcache", progcache.__version__, "imported from", os.path.dirname(progcache.__file__))
 PY
+# The command and `progcache run` come with the wheel, and the wheel serves every Python 3.
+wheel=$(ls "$work/venv/lib"/python3*/site-packages/progcache-*.dist-info/WHEEL)
+grep -q '^Tag: py3-none-linux' "$wheel" || { echo "the wheel is not py3-none-<platform>: $(cat "$wheel")"; exit 1; }
+env -i HOME="$work" PATH="$work/venv/bin:/usr/bin:/bin" progcache --version | grep -q '^progcache [0-9]' ||
+  { echo "the wheel's progcache command does not run"; exit 1; }
+out=$(env -i HOME="$work" PATH="$work/venv/bin:/usr/bin:/bin" PCACHE_URI="memory:" \
+  progcache run -- sh -c 'echo "$LD_LIBRARY_PATH"')
+case "$out" in
+  *site-packages/progcache/nvrtc-dropin*) echo "wheel: progcache run finds the drop-in in the package" ;;
+  *) echo "the wheel's progcache run has no drop-in: $out"; exit 1 ;;
+esac
