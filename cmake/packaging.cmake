@@ -1,7 +1,9 @@
 # Debian packages, lintian-clean (scripts/package builds them with prefix /usr and runs lintian):
 #   libprogcache1      the library (multiarch, Multi-Arch: same, an ldconfig trigger)
 #   libprogcache-dev   header, CMake package, pkg-config file, the .so link, the Fortran module
-#   progcache          the command and its manual
+#                      (Multi-Arch: same too); libprogcache1 ships a symbols file
+#   progcache          the command and its manual, the drop-in NVRTC and run's helper (only
+#                      progcache run uses them; <libdir>/progcache/nvrtc, off the loader's path)
 #   python3-progcache  the Python package, in /usr/lib/python3/dist-packages
 # Each carries /usr/share/doc/<package>/copyright (DEP-5) and changelog.gz (native package).
 # CUDA is not a dependency: NVRTC and the driver are loaded at run time.
@@ -34,8 +36,12 @@ endforeach()
 # The examples the getting-started pages point to, with the development files.
 install(DIRECTORY tests/consumers/cmake_cxx tests/consumers/cmake_fortran tests/consumers/cmake_bundle
         DESTINATION ${CMAKE_INSTALL_DATADIR}/doc/libprogcache-dev/examples COMPONENT dev)
-install(FILES tests/consumers/kernel.h tests/fortran/test_progcache.f90
+install(FILES tests/fortran/test_progcache.f90
         DESTINATION ${CMAKE_INSTALL_DATADIR}/doc/libprogcache-dev/examples COMPONENT dev)
+
+# Packaged binaries are stripped of their .comment too (packaging/debian/strip).
+set(CMAKE_STRIP ${CMAKE_CURRENT_SOURCE_DIR}/packaging/debian/strip CACHE FILEPATH
+    "strip, then drop .comment (packaging/debian/strip)" FORCE)
 
 set(CPACK_GENERATOR DEB)
 set(CPACK_PACKAGE_NAME progcache)
@@ -61,10 +67,33 @@ set(CPACK_DEBIAN_LIB_PACKAGE_NAME libprogcache${PCACHE_SOVERSION})
 set(CPACK_POST_BUILD_SCRIPTS ${CMAKE_CURRENT_SOURCE_DIR}/packaging/debian/multiarch.cmake)
 # ldconfig by trigger, not by maintainer scripts (lintian: maintscript-calls-ldconfig); the
 # scripts given here only keep CPack from writing its own.
+# The symbols file: every exported function with the release it appeared in (capi/progcache.symbols
+# names each one's version node; docs/ABI.md says which release each node came with).
+file(STRINGS ${CMAKE_CURRENT_SOURCE_DIR}/capi/progcache.symbols exported REGEX "^pcache_")
+set(symbols "libprogcache.so.${PCACHE_SOVERSION} libprogcache${PCACHE_SOVERSION} #MINVER#\n")
+string(APPEND symbols "* Build-Depends-Package: libprogcache-dev\n")
+foreach(line IN LISTS exported)
+  string(REGEX MATCH "@@(.*)$" node "${line}")
+  set(node "${CMAKE_MATCH_1}")
+  if(node STREQUAL "PCACHE_1")
+    set(since 0.1.0)
+  elseif(node STREQUAL "PCACHE_1.1")
+    set(since 0.4.0)
+  elseif(node STREQUAL "PCACHE_1.2")
+    set(since 0.5.0)
+  else()  # the unstable admin API: any release may change it (its node is renamed then)
+    set(since ${PROJECT_VERSION})
+  endif()
+  string(REPLACE "@@" "@" symbol "${line}")
+  string(APPEND symbols " ${symbol} ${since}\n")
+endforeach()
+file(WRITE ${CMAKE_BINARY_DIR}/packaging/symbols "${symbols}")
 set(CPACK_DEBIAN_LIB_PACKAGE_CONTROL_EXTRA ${CMAKE_CURRENT_SOURCE_DIR}/packaging/debian/triggers
     ${CMAKE_CURRENT_SOURCE_DIR}/packaging/debian/postinst
-    ${CMAKE_CURRENT_SOURCE_DIR}/packaging/debian/postrm)
+    ${CMAKE_CURRENT_SOURCE_DIR}/packaging/debian/postrm ${CMAKE_BINARY_DIR}/packaging/symbols)
 set(CPACK_DEBIAN_LIB_PACKAGE_CONTROL_STRICT_PERMISSION ON)
+install(FILES packaging/debian/progcache.lintian-overrides
+        DESTINATION ${CMAKE_INSTALL_DATADIR}/lintian/overrides RENAME progcache COMPONENT bin)
 install(FILES packaging/debian/libprogcache.lintian-overrides
         DESTINATION ${CMAKE_INSTALL_DATADIR}/lintian/overrides
         RENAME libprogcache${PCACHE_SOVERSION} COMPONENT lib)

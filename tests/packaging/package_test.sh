@@ -37,7 +37,11 @@ test -f "$root/share/man/man1/progcache.1.gz"
 test -f "$root/share/doc/libprogcache-dev/examples/cmake_fortran/app.f90"
 pc=$(dirname "$(find "$root" -name progcache.pc)")
 export PKG_CONFIG_PATH=$pc
-cc -std=c99 -Wall -Werror "$src/tests/consumers/pkgconfig_c/main.c" $(pkg-config --cflags --libs progcache) -o "$work/consumer"
+# The packaged file names /usr plainly (no pkgconfig/../../.. paths), as Debian's own do; in the
+# scratch root, pkg-config's sysroot puts its paths there.
+grep -qx 'prefix=/usr' "$pc/progcache.pc" || { echo "progcache.pc: $(head -3 "$pc/progcache.pc")"; exit 1; }
+cc -std=c99 -Wall -Werror "$src/tests/consumers/pkgconfig_c/main.c" \
+  $(PKG_CONFIG_SYSROOT_DIR="$work/root" pkg-config --cflags --libs progcache) -o "$work/consumer"
 LD_LIBRARY_PATH=$(dirname "$(find "$root" -name 'libprogcache.so.1')") "$work/consumer"
 # The command links the library it was packaged with: unpacked anywhere, it finds that one
 # (RUNPATH $ORIGIN/../lib...), and it runs.
@@ -77,7 +81,10 @@ done
 if command -v lintian >/dev/null; then
   report=$(lintian --tag-display-limit 0 "${debs[@]}" 2>&1 | grep -E '^[EW]: ' || true)
   if [ -n "$report" ]; then echo "lintian:"; echo "$report"; exit 1; fi
-  echo "lintian: no errors or warnings"
+  # ...nor the informational tags a packager would fix: hardening, symbols, .comment, spelling.
+  report=$(lintian -I --tag-display-limit 0 "${debs[@]}" 2>&1 | grep -E '^I: ' || true)
+  if [ -n "$report" ]; then echo "lintian -I:"; echo "$report"; exit 1; fi
+  echo "lintian: no errors, warnings or informational tags"
 elif [ "${CI:-}" = true ]; then
   echo "lintian is not installed (scripts/deps installs it)"; exit 1
 fi

@@ -5,7 +5,12 @@
 #include <cstring>
 #include <string>
 
-#include "../kernel.h"
+/* The kernel every consumer compiles (each consumer stands alone: copy its directory anywhere). */
+static const char kConsumerKernel[] =
+    "template <typename T> __global__ void fill(T *x, T v, int n) {\n"
+    "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+    "  if (i < n) x[i] = v;\n"
+    "}\n";
 
 int main(int argc, char **argv) {
   const std::string uri = argc > 1 ? argv[1] : "memory:";

@@ -3,7 +3,12 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../kernel.h"
+/* The kernel every consumer compiles (each consumer stands alone: copy its directory anywhere). */
+static const char kConsumerKernel[] =
+    "template <typename T> __global__ void fill(T *x, T v, int n) {\n"
+    "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+    "  if (i < n) x[i] = v;\n"
+    "}\n";
 
 int main(void) {
   const char *options[] = {"-arch=sm_90"};
