@@ -225,7 +225,7 @@ namespace {
 #define PCACHE_DECLARE_ORIGINAL(ret, name, params)             \
   using name##_fn = ret(*) params;                             \
   void *PCACHE_ORIGINAL(name) = nullptr;                       \
-  inline name##_fn original_##name() {                         \
+  [[maybe_unused]] inline name##_fn original_##name() {        \
     return reinterpret_cast<name##_fn>(PCACHE_ORIGINAL(name)); \
   }
 
