@@ -14,6 +14,7 @@
 #include "util/endian.hpp"
 #include "util/env.hpp"
 #include "util/error.hpp"
+#include "util/openssl_init.hpp"
 #include "util/test_hooks.hpp"
 
 namespace progcache {
@@ -310,6 +311,7 @@ struct Algo {
 // distinct schema tag so the two kinds of key can never be equal.
 const Algo &algo() {
   static const Algo a = [] {
+    init_openssl();
     Algo r;
     r.md = EVP_MD_fetch(nullptr, "BLAKE2B-512", nullptr);
     r.schema = kSchemaBlake2;

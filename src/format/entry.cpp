@@ -15,6 +15,7 @@
 
 #include "util/endian.hpp"
 #include "util/error.hpp"
+#include "util/openssl_init.hpp"
 
 namespace progcache {
 namespace {
@@ -35,6 +36,7 @@ void checksum(const uint8_t *record, size_t body_size, uint8_t out[16]) {
 }  // namespace
 
 MacKey::MacKey(ByteView secret) {
+  init_openssl();
   unsigned int n = 0;
   EVP_MD *md = EVP_MD_fetch(nullptr, "BLAKE2B-512", nullptr);
   if (!md) md = EVP_MD_fetch(nullptr, "SHA512", nullptr);  // FIPS providers: no BLAKE2b
@@ -45,6 +47,7 @@ MacKey::MacKey(ByteView secret) {
 
 void MacKey::sign(const uint8_t *record, size_t body_size, uint8_t out[16]) const {
   // BLAKE2BMAC with a 16-byte output; HMAC-SHA256 truncated to 16 under FIPS providers.
+  init_openssl();
   static EVP_MAC *const blake = EVP_MAC_fetch(nullptr, "BLAKE2BMAC", nullptr);
   static EVP_MAC *const hmac = blake ? nullptr : EVP_MAC_fetch(nullptr, "HMAC", nullptr);
   EVP_MAC_CTX *ctx = EVP_MAC_CTX_new(blake ? blake : hmac);

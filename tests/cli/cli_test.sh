@@ -21,6 +21,10 @@ check() {  # description, expected exit code, command..., then stdout must match
 want='^miss: .* compiled in' check "first compile misses" 0 "$pc" compile "$kernel" --name-expression 'scale_add<float>' -- --std=c++17
 want='^hit: ' check "second compile hits" 0 "$pc" compile "$kernel" --name-expression 'scale_add<float>' -o "$work/k.cubin" -- --std=c++17
 want='_Z9scale_addIfEvPT_PKS0_S0_i' check "lowered name shown on a hit" 0 "$pc" compile "$kernel" --name-expression 'scale_add<float>' -- --std=c++17
+# An OpenSSL configuration that matters is loaded as OpenSSL would (src/util/openssl_init.hpp):
+# one that admits only FIPS algorithms, with no FIPS provider, leaves no digest to key with.
+printf 'openssl_conf = init\n[init]\nalg_section = algs\n[algs]\ndefault_properties = fips=yes\n' >"$work/fips.cnf"
+want='neither BLAKE2b-512 nor SHA-256' check "OPENSSL_CONF is honoured" 1 env OPENSSL_CONF="$work/fips.cnf" "$pc" --cache memory: compile "$kernel" --name-expression 'scale_add<float>' -- --std=c++17
 want='^' check "-o wrote an ELF" 0 bash -c "head -c 4 '$work/k.cubin' | grep -q ELF"
 want='option\[0\] +stored --gpu-architecture=sm_90, now --gpu-architecture=sm_80' check "explain names the option" 1 "$pc" explain "$kernel" --arch sm_80 --name-expression 'scale_add<float>' -- --std=c++17
 want='^hit: ' check "explain of a cached program" 0 "$pc" explain "$kernel" --name-expression 'scale_add<float>' -- --std=c++17
