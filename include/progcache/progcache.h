@@ -202,7 +202,9 @@ PCACHE_API pcache_status pcache_close(pcache *cache);
 /**
  * Looks key up. On a hit stores a newly allocated copy of the value in *data and its length in
  * *size and returns PCACHE_OK; on a miss returns PCACHE_NOT_FOUND and sets *data = NULL,
- * *size = 0. A hit refreshes the entry's recency (LRU).
+ * *size = 0. A hit refreshes the entry's recency (LRU), where the backend keeps it at a
+ * granularity: sqlite: and filestream: record a use only for an entry last used longer ago than
+ * their touch_interval_ms (docs/backends.md).
  * Ownership: *data belongs to the caller and must be released with pcache_free() (never free()).
  * An empty value gives a non-NULL *data with *size == 0.
  * A damaged entry is never returned: it is removed, counted in the stats (corrupt) and reported

@@ -31,8 +31,10 @@ constexpr const char *kSql[] = {
     // A large record is left in its pages (length() reads only the row's header) and read
     // straight into the caller's block with sqlite3_blob_read: sqlite3_column_blob would first
     // gather its overflow pages into a buffer of SQLite's own, one more copy of the whole record.
-    ("SELECT CASE WHEN length(record) <= 32768 THEN record END, rowid, length(record)"
-     " FROM entries WHERE key = ?1"),
+    // The entry's last use (wall clock, whole seconds; NULL without a recency row) decides
+    // whether a hit records its recency (touch_interval_ms).
+    ("SELECT CASE WHEN length(record) <= 32768 THEN record END, rowid, length(record),"
+     " (SELECT used_at FROM recency WHERE id = entries.rowid) FROM entries WHERE key = ?1"),
     // Also gives an entry that lost its recency row (damage, a foreign writer) one again.
     ("INSERT OR REPLACE INTO recency(id, atime, used_at)"
      " SELECT rowid, ?2, ?3 FROM entries WHERE key = ?1"),
@@ -93,6 +95,24 @@ void sqlite_fork_release() {
 }
 constexpr auto kFlushAfterTime = std::chrono::milliseconds(500);
 
+// A hit records its recency only when the entry was last used longer ago than this: a touch is
+// a write transaction in a WAL every process shares, and most hits (a build step run again, a
+// test suite's processes) use entries used moments before. Eviction order may differ only among
+// entries used within the interval (docs/backends.md).
+constexpr const char *kDefaultTouchInterval = "60000";
+
+// used_at: whole seconds (so the interval holds to within a second), -1 for an entry without a
+// recency row. A use in the future (the clock went back) counts as stale: recency repairs itself.
+bool recency_stale(int64_t used_at, int64_t interval_ms) {
+  if (interval_ms == 0 || used_at < 0) return true;
+  const int64_t age_s = int64_t(std::time(nullptr)) - used_at;
+  return age_s < 0 || age_s >= interval_ms / 1000 + (interval_ms % 1000 != 0);
+}
+
+int64_t row_used_at(sqlite3_stmt *row) {
+  return sqlite3_column_type(row, 3) == SQLITE_NULL ? -1 : sqlite3_column_int64(row, 3);
+}
+
 }  // namespace
 
 using namespace sqlite_detail;
@@ -111,6 +131,9 @@ SqliteBackend::SqliteBackend(Uri &uri, const BackendConfig &config)
   });
   busy_timeout_ms_ =
       static_cast<int>(parse_uint_param("busy_timeout_ms", uri.take("busy_timeout_ms", "5000")));
+  touch_interval_ms_ = int64_t(std::min<uint64_t>(
+      parse_uint_param("touch_interval_ms", uri.take("touch_interval_ms", kDefaultTouchInterval)),
+      uint64_t(1) << 60));
   uri.expect_no_params();
   if (config_.must_exist && !exists(path_))
     throw Error(Status::not_found, "no cache at '" + path_ + "' (nothing was created)");
@@ -386,19 +409,20 @@ void SqliteBackend::evict_locked(Totals &t, ByteView keep) {
 
 SharedBlob SqliteBackend::get(ByteView key, Access access) {
   SharedBlob blob;
+  int64_t used_at = -1;
   {
     std::unique_lock lock(mutex_, std::try_to_lock);
-    if (!lock.owns_lock() && !get_with_reader(key, &blob)) lock.lock();
-    if (lock.owns_lock()) blob = get_locked(key);
+    if (!lock.owns_lock() && !get_with_reader(key, &blob, &used_at)) lock.lock();
+    if (lock.owns_lock()) blob = get_locked(key, &used_at);
   }
-  if (blob && access == Access::use) {
+  if (blob && access == Access::use && recency_stale(used_at, touch_interval_ms_)) {
     const TouchDue due = note_touch(key);
     if (due != TouchDue::later) flush_touches(due);
   }
   return blob;
 }
 
-SharedBlob SqliteBackend::get_locked(ByteView key) {
+SharedBlob SqliteBackend::get_locked(ByteView key, int64_t *used_at) {
   return with_recovery([&]() -> SharedBlob {
     StmtScope q{stmt(kGet)};
     sqlite3_bind_blob(q.s, 1, key.data, static_cast<int>(key.size), SQLITE_STATIC);
@@ -408,6 +432,7 @@ SharedBlob SqliteBackend::get_locked(ByteView key) {
     });
     if (rc == SQLITE_DONE) return nullptr;
     if (rc != SQLITE_ROW) fail(rc, "cannot read an entry");
+    *used_at = row_used_at(q.s);
     int read_rc = SQLITE_OK;
     auto blob = read_record(db_, q.s, &read_rc);
     if (!blob) fail(read_rc, "cannot read an entry");
@@ -415,7 +440,7 @@ SharedBlob SqliteBackend::get_locked(ByteView key) {
   });
 }
 
-bool SqliteBackend::get_with_reader(ByteView key, SharedBlob *out) {
+bool SqliteBackend::get_with_reader(ByteView key, SharedBlob *out, int64_t *used_at) {
   Reader *reader = take_reader();
   if (!reader) return false;
   int rc;
@@ -427,6 +452,7 @@ bool SqliteBackend::get_with_reader(ByteView key, SharedBlob *out) {
       return sqlite3_step(q.s);
     });
     if (rc == SQLITE_ROW) {
+      *used_at = row_used_at(q.s);
       *out = read_record(reader->db, q.s, &rc);
       if (*out) rc = SQLITE_DONE;
     }
@@ -663,7 +689,9 @@ void SqliteBackend::add_counters(const PersistentCounters &d) {
   if (read_only_) return;
   with_recovery([&] {
     // Advisory counters never make a lookup wait for a writer: busy, they go back to the handle.
+    // The pending touches go in the same transaction: a process that hit writes once at close.
     const bool done = try_write_txn([&] {
+      flush_touches_locked();
       for (const auto &field : PersistentCounters::kFields) {
         const int64_t value = d.*field.value;
         if (!value) continue;

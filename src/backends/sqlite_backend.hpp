@@ -113,10 +113,11 @@ class SqliteBackend final : public Backend, public SharedCounters {
     sqlite3_stmt *get = nullptr;
     uint64_t generation = 0;  // the main connection's generation it was opened against
   };
-  SharedBlob get_locked(ByteView key);
+  // *used_at: the entry's last use in whole seconds, -1 where it has no recency row.
+  SharedBlob get_locked(ByteView key, int64_t *used_at);
   // Answers a lookup on a reader; false when no reader could answer (the caller then takes the
   // main connection, which reports errors and repairs damage).
-  bool get_with_reader(ByteView key, SharedBlob *out);
+  bool get_with_reader(ByteView key, SharedBlob *out, int64_t *used_at);
   Reader *take_reader();
   // healthy: the reader answered without an error and may be reused.
   void return_reader(Reader *reader, bool healthy);
@@ -125,6 +126,9 @@ class SqliteBackend final : public Backend, public SharedCounters {
   // after fork()). abandon: the readers belong to the parent process, so are not closed.
   void drop_readers(bool abandon);
   void enable_readers();
+  // The main connection's WAL hook (arg: the backend): once the WAL holds kWalCheckpointPages
+  // frames, a checkpoint that also empties the file, without waiting for anyone.
+  static int checkpoint_when_full(void *arg, sqlite3 *db, const char *schema, int frames);
   // The record of a kGet row (one copy, whatever its size); nullptr with *rc set on failure.
   static SharedBlob read_record(sqlite3 *db, sqlite3_stmt *row, int *rc);
   enum class TouchDue { later, if_free, now };
@@ -157,6 +161,7 @@ class SqliteBackend final : public Backend, public SharedCounters {
   BackendConfig config_;  // max_size_bytes may change while opening (set_max_size_bytes)
   std::string path_;
   int busy_timeout_ms_ = 5000;
+  int64_t touch_interval_ms_ = 0;  // a hit touches an entry last used at least this long ago
   bool wal_ = true;
   ForkSafeMutex mutex_{ForkSafeMutex::kMiddle};
   sqlite3 *db_ = nullptr;

@@ -216,7 +216,7 @@ void SqliteBackend::open_connection() {
         // default a fresh process's hit grew from 7 to 10 ms as the WAL filled. A bound of
         // kWalCheckpointPages keeps that under a millisecond, for a checkpoint (two fsyncs)
         // every kWalCheckpointPages frames written. The file is cut back to kWalSizeLimit.
-        sqlite3_wal_autocheckpoint(db_, kWalCheckpointPages);
+        sqlite3_wal_hook(db_, &checkpoint_when_full, this);
         const std::string limit = "PRAGMA journal_size_limit=" + std::to_string(kWalSizeLimit);
         rc = sqlite3_exec(db_, limit.c_str(), nullptr, nullptr, nullptr);
         if (rc != SQLITE_OK) fail(rc, "cannot set the WAL size limit");
@@ -287,6 +287,27 @@ void SqliteBackend::disconnect(bool abandon) {
   // forbids using or closing it in the child) and its memory is abandoned.
   for (auto &s : stmts_) s = nullptr;
   db_ = nullptr;
+}
+
+int SqliteBackend::checkpoint_when_full(void *arg, sqlite3 *db, const char *schema, int frames) {
+  if (frames < kWalCheckpointPages) return SQLITE_OK;
+  // SQLite's own automatic checkpoint is PASSIVE: it copies the frames back but leaves them in
+  // the file, and the next process's first connection, finding no record of what was copied,
+  // reads them all again and counts none as copied; only a writer that began after a complete
+  // checkpoint in the same connection restarts the log, and a process that writes once at close
+  // (a hit's counters) never is one, so the WAL grew by a frame per process without end.
+  // So a PASSIVE checkpoint first (it holds no lock a writer needs while it copies and syncs),
+  // then, once every frame is copied, a TRUNCATE one empties the file: it holds the write lock
+  // only for the truncation, and readers in the way make it give up at once (busy timeout 0: a
+  // commit never waits here) until a later commit. A TRUNCATE that copied under the write lock
+  // starved other processes' writers when threads kept committing (MultiProcess tests).
+  int log = -1, copied = -2;
+  sqlite3_wal_checkpoint_v2(db, schema, SQLITE_CHECKPOINT_PASSIVE, &log, &copied);
+  if (log != copied) return SQLITE_OK;
+  sqlite3_busy_timeout(db, 0);
+  sqlite3_wal_checkpoint_v2(db, schema, SQLITE_CHECKPOINT_TRUNCATE, nullptr, nullptr);
+  sqlite3_busy_timeout(db, static_cast<SqliteBackend *>(arg)->busy_timeout_ms_);
+  return SQLITE_OK;
 }
 
 void SqliteBackend::enable_readers() {

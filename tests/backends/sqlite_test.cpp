@@ -364,7 +364,7 @@ TEST(Sqlite, AHotKeysTouchesAreWrittenOncePerFlush) {
   }
   const long long before = std::stoll(sql_scalar(db, "SELECT value FROM meta WHERE name='clock'"));
   {
-    Handle c("sqlite:" + db);
+    Handle c("sqlite:" + db + "?touch_interval_ms=0");
     std::string v;
     for (int i = 0; i < 100; ++i) ASSERT_EQ(c.get("hot", &v), PCACHE_OK);
     ASSERT_EQ(c.get("cold", &v), PCACHE_OK);
@@ -589,7 +589,7 @@ TEST(Sqlite, ATouchLeavesTheEntryRowAlone) {
   const long long clock_before =
       std::stoll(sql_scalar(db, "SELECT value FROM meta WHERE name='clock'"));
   {
-    Handle c("sqlite:" + db);
+    Handle c("sqlite:" + db + "?touch_interval_ms=0");
     ASSERT_EQ(c.get("a", nullptr), PCACHE_OK);
   }
   EXPECT_EQ(std::stoll(sql_scalar(db, "SELECT value FROM meta WHERE name='clock'")),
@@ -599,6 +599,153 @@ TEST(Sqlite, ATouchLeavesTheEntryRowAlone) {
                        "SELECT e.key FROM entries e JOIN recency r ON r.id = e.rowid ORDER BY "
                        "r.atime DESC LIMIT 1"),
             "a");
+}
+
+namespace {
+
+// Transactions committed to the WAL so far: frames of the current generation (the header's
+// salts) that end a commit. Read from the file, so that no connection of the test's own
+// checkpoints it.
+int wal_commits(const std::string &db) {
+  const std::string wal = read_file(db + "-wal");
+  auto be32 = [&](size_t at) {
+    const auto *b = reinterpret_cast<const unsigned char *>(wal.data() + at);
+    return uint32_t(b[0]) << 24 | uint32_t(b[1]) << 16 | uint32_t(b[2]) << 8 | uint32_t(b[3]);
+  };
+  if (wal.size() < 32) return 0;
+  const size_t frame = 24 + be32(8);
+  int commits = 0;
+  for (size_t at = 32; at + frame <= wal.size(); at += frame) {
+    if (be32(at + 8) != be32(16) || be32(at + 12) != be32(20)) break;  // an older generation
+    if (be32(at + 4) != 0) ++commits;  // the database's size after a commit, 0 otherwise
+  }
+  return commits;
+}
+
+std::string newest_key(const std::string &db) {
+  return sql_scalar(db,
+                    "SELECT e.key FROM entries e JOIN recency r ON r.id = e.rowid ORDER BY "
+                    "r.atime DESC LIMIT 1");
+}
+
+}  // namespace
+
+// A touch is a write transaction in a WAL every process shares: a hit records recency only for
+// an entry last used longer ago than touch_interval_ms (60 s by default), and the process's
+// counters and touches go out in one transaction at close.
+TEST(Sqlite, AHitOnARecentlyUsedEntryRecordsNoRecency) {
+  TempDir d;
+  const std::string db = d / "cache.db";
+  {
+    Handle c("sqlite:" + db);
+    ASSERT_EQ(c.put("a", "1"), PCACHE_OK);
+    ASSERT_EQ(c.put("b", "2"), PCACHE_OK);
+  }
+  const int commits = wal_commits(db);
+  {
+    Handle c("sqlite:" + db);
+    for (int i = 0; i < 3; ++i) ASSERT_EQ(c.get("a", nullptr), PCACHE_OK);
+  }
+  EXPECT_EQ(wal_commits(db), commits + 1) << "the counters, in one transaction";
+  EXPECT_EQ(newest_key(db), "b") << "a's hit within the interval was recorded";
+  EXPECT_EQ(sql_scalar(db, "SELECT value FROM meta WHERE name = 'hits'"), "3");
+}
+
+TEST(Sqlite, AHitOnAnEntryUsedLongerAgoIsRecordedWithTheCounters) {
+  TempDir d;
+  const std::string db = d / "cache.db";
+  fill(db, 2, 10);
+  const std::string clock = sql_scalar(db, "SELECT value FROM meta WHERE name = 'clock'");
+  sql_exec(db, "UPDATE recency SET used_at = used_at - 61");
+  const int commits = wal_commits(db);
+  {
+    Handle c("sqlite:" + db);
+    ASSERT_EQ(c.get("k0", nullptr), PCACHE_OK);
+  }
+  EXPECT_EQ(wal_commits(db), commits + 1) << "counters and recency, in one transaction";
+  EXPECT_EQ(newest_key(db), "k0");
+  EXPECT_EQ(sql_scalar(db, "SELECT value FROM meta WHERE name = 'clock'"),
+            std::to_string(std::stoll(clock) + 1));
+  EXPECT_GE(std::stoll(sql_scalar(db, "SELECT max(used_at) FROM recency")),
+            int64_t(std::time(nullptr)) - 5);
+}
+
+// Eviction order may differ only among entries used within the interval.
+TEST(Sqlite, EvictionFollowsUseBeyondTheIntervalOnly) {
+  for (const bool aged : {true, false}) {
+    TempDir d;
+    const std::string db = d / "cache.db";
+    fill(db, 3, 1000, 3000);  // k0, k1, k2, oldest first
+    if (aged) sql_exec(db, "UPDATE recency SET used_at = used_at - 3600");
+    {
+      Handle c("sqlite:" + db, 3000);
+      ASSERT_EQ(c.get("k0", nullptr), PCACHE_OK);
+      ASSERT_EQ(c.put("new", std::string(1000, 'n')), PCACHE_OK);
+      // Used an hour ago, k0's hit is recorded and k1 is the oldest; used moments ago, it is not.
+      EXPECT_EQ(c.get(aged ? "k1" : "k0", nullptr), PCACHE_NOT_FOUND) << "aged " << aged;
+      EXPECT_EQ(c.get(aged ? "k0" : "k1", nullptr), PCACHE_OK) << "aged " << aged;
+    }
+  }
+}
+
+// A clock that went back leaves uses in the future: those count as stale, so recency repairs
+// itself instead of freezing until the clock catches up.
+TEST(Sqlite, AUseInTheFutureIsRecordedAgain) {
+  TempDir d;
+  const std::string db = d / "cache.db";
+  fill(db, 1, 10);
+  sql_exec(db, "UPDATE recency SET used_at = used_at + 86400");
+  {
+    Handle c("sqlite:" + db);
+    ASSERT_EQ(c.get("k0", nullptr), PCACHE_OK);
+  }
+  EXPECT_LE(std::stoll(sql_scalar(db, "SELECT used_at FROM recency")),
+            int64_t(std::time(nullptr)) + 5);
+}
+
+TEST(Sqlite, TouchIntervalMustBeANumber) {
+  TempDir d;
+  pcache *c = nullptr;
+  EXPECT_EQ(
+      pcache_open(("sqlite:" + (d / "c.db") + "?touch_interval_ms=soon").c_str(), nullptr, &c),
+      PCACHE_ERR_INVALID_ARG);
+  EXPECT_NE(std::strstr(pcache_last_error(), "touch_interval_ms"), nullptr) << pcache_last_error();
+  EXPECT_EQ(c, nullptr);
+}
+
+// SIGKILL between hits and the close that writes them: the database stays whole and serves, and
+// what is lost is that process's batch (its counters and touches), nothing else.
+TEST(Sqlite, AProcessKilledBeforeItsCloseLosesOnlyItsBatch) {
+  TempDir d;
+  const std::string db = d / "cache.db";
+  fill(db, 2, 100);
+  sql_exec(db, "UPDATE recency SET used_at = used_at - 3600");
+  const std::string clock = sql_scalar(db, "SELECT value FROM meta WHERE name = 'clock'");
+  const pid_t child = spawn([&] {
+    pcache *c = nullptr;
+    if (pcache_open(("sqlite:" + db).c_str(), nullptr, &c) != PCACHE_OK) return 1;
+    for (int i = 0; i < 100; ++i) {
+      void *data = nullptr;
+      size_t size = 0;
+      if (pcache_get(c, "k0", 2, &data, &size) != PCACHE_OK) return 2;
+      pcache_free(data);
+    }
+    ::raise(SIGKILL);
+    return 3;
+  });
+  EXPECT_EQ(wait_for(child), 128 + SIGKILL);
+  EXPECT_EQ(sql_scalar(db, "PRAGMA integrity_check"), "ok");
+  EXPECT_EQ(sql_scalar(db, "SELECT coalesce((SELECT value FROM meta WHERE name = 'hits'), 0)"),
+            "0");
+  EXPECT_EQ(sql_scalar(db, "SELECT value FROM meta WHERE name = 'clock'"), clock);
+  {
+    Handle c("sqlite:" + db);
+    std::string v;
+    ASSERT_EQ(c.get("k0", &v), PCACHE_OK);
+    EXPECT_EQ(v, std::string(100, 'x'));
+  }
+  EXPECT_EQ(sql_scalar(db, "SELECT value FROM meta WHERE name = 'hits'"), "1");
+  EXPECT_EQ(newest_key(db), "k0");
 }
 
 // Every process's first connection reads back each WAL frame since the last checkpoint, and

@@ -27,12 +27,19 @@ inline void PrintTo(const BackendCase &b, std::ostream *os) {
 // redis and tiered use a server this test process starts on first use (tests/redis_server.hpp).
 inline const BackendCase kBackends[] = {
     {"memory", [](const testutil::TempDir &) { return std::string("memory:"); }, false, true},
-    {"sqlite", [](const testutil::TempDir &d) { return "sqlite:" + (d / "cache.db"); }, true, true},
+    // Hits record recency at every use (touch_interval_ms=0): the contract's LRU order is exact.
+    {"sqlite",
+     [](const testutil::TempDir &d) {
+       return "sqlite:" + (d / "cache.db") + "?touch_interval_ms=0";
+     },
+     true, true},
     {"filestream",
      [](const testutil::TempDir &d) { return "filestream:" + (d / "fs") + "?touch_interval_ms=0"; },
      true, true},
     {"sqlite_zstd",
-     [](const testutil::TempDir &d) { return "sqlite:" + (d / "cache.db") + "?compress=zstd"; },
+     [](const testutil::TempDir &d) {
+       return "sqlite:" + (d / "cache.db") + "?compress=zstd&touch_interval_ms=0";
+     },
      true, true, true},
     {"redis",
      [](const testutil::TempDir &d) {
