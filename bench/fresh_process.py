@@ -1,10 +1,17 @@
-"""A fresh process's hit, whole processes timed: the `progcache compile` command and a minimal C
-program (fresh_hit.c) against the floor, a process that reads the same cubin from a file and
-writes it out (read_write.c); and `progcache version`, the cost of starting with the library
-loaded. Runs alternate so that machine noise falls on all of them. Prints one JSON line: medians
-in ms and the ratios to the floor.
+"""A fresh process's hit, whole processes timed side by side, each against its floor measured in
+the same run (runs alternate, so that machine noise falls on all of them):
 
-Usage: fresh_process.py PROGCACHE FRESH_HIT READ_WRITE KERNEL.cu [RUNS]
+- `fresh_hit` (bench/fresh_hit.c: open the cache, compile one kernel through it, a hit, write
+  the cubin, close) on SQLite against `floor_hit --db` (read the source, BLAKE2b-512 it with
+  OpenSSL at its least initialisation, one SELECT on a WAL database, write), and on file-stream
+  against `floor_hit` with the cubin from a file;
+- both also against the self-contained floor, `read_write` (read the cubin from a file, write it:
+  no OpenSSL, no SQLite);
+- `progcache compile` of the same kernel (a hit) against the self-contained floor;
+- `progcache version` against `noop`, a C process that does nothing.
+
+Prints one JSON line: medians in ms and the ratios.
+Usage: fresh_process.py PROGCACHE FRESH_HIT READ_WRITE FLOOR_HIT NOOP KERNEL.cu [RUNS]
 """
 import json
 import os
@@ -23,28 +30,50 @@ def timed(argv, env):
 
 
 def main():
-    progcache, fresh_hit, read_write, kernel = sys.argv[1:5]
-    runs = int(sys.argv[5]) if len(sys.argv) > 5 else 21
+    progcache, fresh_hit, read_write, floor_hit, noop, kernel = sys.argv[1:7]
+    runs = int(sys.argv[7]) if len(sys.argv) > 7 else 21
     with tempfile.TemporaryDirectory() as tmp:
-        env = dict(os.environ, HOME=tmp, XDG_CONFIG_HOME=tmp, PCACHE_URI="sqlite:%s/c.db" % tmp)
-        env.pop("PCACHE_DISABLE", None)
+        base = dict(os.environ, HOME=tmp, XDG_CONFIG_HOME=tmp)
+        base.pop("PCACHE_DISABLE", None)
+        sqlite_env = dict(base, PCACHE_URI="sqlite:%s/c.db" % tmp)
+        fs_env = dict(base, PCACHE_URI="filestream:%s/fs" % tmp)
         k = os.path.join(tmp, "k.cu")
         shutil.copy(kernel, k)
-        cli = [progcache, "compile", k, "--arch", "sm_90", "-o", os.path.join(tmp, "cli.cubin")]
-        app = [fresh_hit, k, os.path.join(tmp, "app.cubin")]
-        subprocess.run(cli, env=env, check=True, stdout=subprocess.DEVNULL)  # the misses
-        subprocess.run(app, env=env, check=True)
-        floor_cmd = [read_write, os.path.join(tmp, "app.cubin"), os.path.join(tmp, "copy.cubin")]
-        version = [progcache, "version"]
-        times = {"floor": [], "cli": [], "app": [], "version": []}
+        out = lambda name: os.path.join(tmp, name)
+        cli = [progcache, "compile", k, "--arch", "sm_90", "-o", out("cli.cubin")]
+        app = [fresh_hit, k, out("app.cubin")]
+        subprocess.run(cli, env=sqlite_env, check=True, stdout=subprocess.DEVNULL)  # the misses
+        subprocess.run(app, env=sqlite_env, check=True)
+        subprocess.run(app, env=fs_env, check=True)
+        db = out("floor.db")
+        subprocess.run([floor_hit, k, "--make-db", db, out("app.cubin")], check=True)
+        cases = {
+            "floor": ([read_write, out("app.cubin"), out("copy.cubin")], base),
+            "floor_sqlite": ([floor_hit, k, "--db", db, out("copy.cubin")], base),
+            "floor_filestream": ([floor_hit, k, out("app.cubin"), out("copy.cubin")], base),
+            "noop": ([noop], base),
+            "cli": (cli, sqlite_env),
+            "app": (app, sqlite_env),
+            "app_filestream": (app, fs_env),
+            "version": ([progcache, "version"], base),
+        }
+        times = {name: [] for name in cases}
         for _ in range(runs):
-            for name, argv in (("floor", floor_cmd), ("cli", cli), ("app", app), ("version", version)):
+            for name, (argv, env) in cases.items():
                 times[name].append(timed(argv, env))
     med = {name: statistics.median(t) for name, t in times.items()}
-    print(json.dumps({"runs": runs, "floor_ms": round(med["floor"], 2), "cli_ms": round(med["cli"], 2),
-                      "app_ms": round(med["app"], 2), "version_ms": round(med["version"], 2),
-                      "cli_ratio": round(med["cli"] / med["floor"], 2),
-                      "app_ratio": round(med["app"] / med["floor"], 2)}))
+    ratio = lambda a, b: round(med[a] / med[b], 2)
+    result = {"runs": runs}
+    result.update({name + "_ms": round(v, 2) for name, v in med.items()})
+    result.update({
+        "sqlite_ratio": ratio("app", "floor_sqlite"),
+        "filestream_ratio": ratio("app_filestream", "floor_filestream"),
+        "version_ratio": ratio("version", "noop"),
+        "app_ratio": ratio("app", "floor"),
+        "app_filestream_ratio": ratio("app_filestream", "floor"),
+        "cli_ratio": ratio("cli", "floor"),
+    })
+    print(json.dumps(result))
 
 
 if __name__ == "__main__":
