@@ -51,7 +51,8 @@ const Items kExamples = {
 };
 
 constexpr const char *kFiles =
-    "~/.cache/progcache/cache.db (the default SQLite cache, with its -wal and -shm files).";
+    "~/.cache/progcache/cache.db (the default SQLite cache, with its -wal, -shm and -counters "
+    "files).";
 
 std::string option_text(const OptionSpec &o) {
   std::string s = o.short_name ? std::string("-") + o.short_name + ", " : "";

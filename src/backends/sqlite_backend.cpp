@@ -164,6 +164,12 @@ SqliteBackend::~SqliteBackend() {
     } catch (...) {  // recency is advisory; losing a few touches on close is harmless
     }
   }
+  // A handle that left the WAL long empties it, without waiting for anyone: every process's first
+  // connection re-reads what is in it, and processes that only hit write nothing that would.
+  if (wal_frames_ >= kWalCloseCheckpointPages && wal_ && db_ && pid_ == ::getpid()) {
+    sqlite3_busy_timeout(db_, 0);
+    sqlite3_wal_checkpoint_v2(db_, "main", SQLITE_CHECKPOINT_TRUNCATE, nullptr, nullptr);
+  }
   disconnect(pid_ != ::getpid());
 }
 
@@ -687,13 +693,23 @@ void SqliteBackend::list(const std::function<void(const EntryInfo &)> &fn) {
 void SqliteBackend::add_counters(const PersistentCounters &d) {
   std::lock_guard lock(mutex_);
   if (read_only_) return;
+  bool touched;
+  {
+    std::lock_guard touches(touches_mutex_);
+    touched = !pending_touches_.empty();
+  }
+  // With no use due to be recorded, the counters are all a close would write: appended to the
+  // journal they leave the WAL alone (docs/backends.md).
+  if (!touched && journal_ && journal_->append(d)) return;
   with_recovery([&] {
     // Advisory counters never make a lookup wait for a writer: busy, they go back to the handle.
-    // The pending touches go in the same transaction: a process that hit writes once at close.
+    // The pending touches and the journal's records go in the same transaction.
     const bool done = try_write_txn([&] {
       flush_touches_locked();
+      PersistentCounters sum = d;
+      if (journal_) journal_->take(&sum, false);
       for (const auto &field : PersistentCounters::kFields) {
-        const int64_t value = d.*field.value;
+        const int64_t value = sum.*field.value;
         if (!value) continue;
         StmtScope q{stmt(kMetaAdd)};
         sqlite3_bind_text(q.s, 1, field.name, -1, SQLITE_STATIC);
@@ -709,8 +725,8 @@ void SqliteBackend::add_counters(const PersistentCounters &d) {
 PersistentCounters SqliteBackend::counters() {
   std::lock_guard lock(mutex_);
   return with_recovery([&] {
-    PersistentCounters c;
-    for (const auto &field : PersistentCounters::kFields) c.*field.value = meta_get(field.name);
+    PersistentCounters c = journal_ ? journal_->pending() : PersistentCounters{};
+    for (const auto &field : PersistentCounters::kFields) c.*field.value += meta_get(field.name);
     return c;
   });
 }
@@ -720,6 +736,8 @@ void SqliteBackend::reset_counters() {
   with_recovery([&] {
     if (read_only_) throw Error(Status::permission, "cache database '" + path_ + "' is read-only");
     write_txn([&] {
+      PersistentCounters discarded;
+      if (journal_) journal_->take(&discarded, true);
       for (const auto &field : PersistentCounters::kFields) meta_set(field.name, 0);
     });
   });

@@ -7,10 +7,12 @@
 #include <chrono>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "backends/backend.hpp"
+#include "backends/counter_journal.hpp"
 #include "util/uri.hpp"
 
 struct sqlite3;
@@ -27,6 +29,8 @@ class SqliteBackend final : public Backend, public SharedCounters {
   void put(ByteView key, Blob &&record, uint64_t payload_size) override;
   // Whether a database is at path (PCACHE_OPEN_EXISTING).
   static bool exists(const std::string &path);
+  // The files a database at path P is made of: P, then P + each suffix after the first.
+  static constexpr const char *kFileSuffixes[] = {"", "-wal", "-shm", "-journal", "-counters"};
   bool remove(ByteView key) override;
   bool remove_damaged(ByteView key) override;
   uint64_t count() override;
@@ -162,6 +166,9 @@ class SqliteBackend final : public Backend, public SharedCounters {
   std::string path_;
   int busy_timeout_ms_ = 5000;
   int64_t touch_interval_ms_ = 0;  // a hit touches an entry last used at least this long ago
+  // Counters of closes that had nothing else to write (local WAL databases only).
+  std::optional<CounterJournal> journal_;
+  int wal_frames_ = 0;  // frames in the WAL after this connection's last commit (the WAL hook)
   bool wal_ = true;
   ForkSafeMutex mutex_{ForkSafeMutex::kMiddle};
   sqlite3 *db_ = nullptr;

@@ -115,8 +115,8 @@ void SqliteBackend::move_aside(const std::string &why) {
     if (::rename(path_.c_str(), aside.c_str()) != 0)
       throw_errno("cannot move the damaged cache database '" + path_ + "' aside");
     // The old WAL and shared memory belong to the old file: a new database must not read them.
-    for (const char *suffix : {"-wal", "-shm", "-journal"})
-      ::rename((path_ + suffix).c_str(), (aside + suffix).c_str());
+    for (const char *suffix : kFileSuffixes)
+      if (*suffix) ::rename((path_ + suffix).c_str(), (aside + suffix).c_str());
     if (config_.events) config_.events->corrupt.fetch_add(1, std::memory_order_relaxed);
     set_thread_warning("cache database '" + path_ + "' was damaged (" + why + "); moved to '" +
                        aside + "' and a new one created");
@@ -129,8 +129,7 @@ void SqliteBackend::open_connection() {
   const std::string dir = parent_dir(path_);
   make_dirs(dir, config_.modes.dir);
   check_private_dir(dir, -1, config_.allow_shared);
-  for (const char *suffix : {"", "-wal", "-shm", "-journal"})
-    check_owned_file(path_ + suffix, config_.allow_shared);
+  for (const char *suffix : kFileSuffixes) check_owned_file(path_ + suffix, config_.allow_shared);
   // Create the file ourselves so that it has our mode, 0600 unless shared (SQLite gives its
   // -wal/-shm the same mode).
   {
@@ -195,6 +194,9 @@ void SqliteBackend::open_connection() {
   sqlite3_busy_timeout(db_, busy_timeout_ms_);
   const std::string net = network_fs_name(dir);
   wal_ = net.empty();
+  wal_frames_ = 0;
+  journal_.reset();
+  if (wal_) journal_.emplace(path_ + "-counters", config_.modes.file, db_ino_);
   auto setup = [&] {
     rc = sqlite3_exec(db_, "PRAGMA cell_size_check=ON; PRAGMA mmap_size=0;", nullptr, nullptr,
                       nullptr);
@@ -290,6 +292,7 @@ void SqliteBackend::disconnect(bool abandon) {
 }
 
 int SqliteBackend::checkpoint_when_full(void *arg, sqlite3 *db, const char *schema, int frames) {
+  static_cast<SqliteBackend *>(arg)->wal_frames_ = frames;
   if (frames < kWalCheckpointPages) return SQLITE_OK;
   // SQLite's own automatic checkpoint is PASSIVE: it copies the frames back but leaves them in
   // the file, and the next process's first connection, finding no record of what was copied,

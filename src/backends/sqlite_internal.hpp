@@ -79,6 +79,8 @@ constexpr int32_t kApplicationIdBase = 0x50430000;
 // The WAL's bound (see SqliteBackend::open_connection): an automatic checkpoint once it holds this
 // many frames, and its file truncated to kWalSizeLimit bytes when a checkpoint lets it restart.
 constexpr int kWalCheckpointPages = 256;
+// A handle whose last commit left at least this many frames empties the WAL when it closes.
+constexpr int kWalCloseCheckpointPages = 32;
 constexpr int64_t kWalSizeLimit = 4 << 20;
 
 // Resets a statement when the scope ends, whatever happened.

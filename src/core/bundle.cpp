@@ -13,6 +13,7 @@
 #include <optional>
 #include <set>
 
+#include "backends/sqlite_backend.hpp"
 #include "core/compiled_meta.hpp"
 #include "core/observation.hpp"
 #include "format/entry.hpp"
@@ -109,7 +110,7 @@ bool is_part_of(const std::string &uri_text, const std::string &path) {
   const std::string target = resolved(path);
   if (uri.scheme == "sqlite") {
     const std::string db = resolved(uri.path);
-    for (const char *suffix : {"", "-wal", "-shm", "-journal"})
+    for (const char *suffix : SqliteBackend::kFileSuffixes)
       if (target == db + suffix) return true;
     return inside(target, db + ".locks");
   }

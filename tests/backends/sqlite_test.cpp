@@ -628,12 +628,27 @@ std::string newest_key(const std::string &db) {
                     "r.atime DESC LIMIT 1");
 }
 
+// The shared counters as every process sees them (the database and the journal beside it).
+int64_t shared_hits(const std::string &db) {
+  Handle c("sqlite:" + db);
+  pcache_shared_stats s{};
+  s.struct_size = sizeof s;
+  EXPECT_EQ(pcache_get_shared_stats(c.get(), &s), PCACHE_OK);
+  return s.hits;
+}
+
+off_t journal_bytes(const std::string &db) {
+  struct stat st {};
+  return ::stat((db + "-counters").c_str(), &st) == 0 ? st.st_size : -1;
+}
+
 }  // namespace
 
 // A touch is a write transaction in a WAL every process shares: a hit records recency only for
-// an entry last used longer ago than touch_interval_ms (60 s by default), and the process's
-// counters and touches go out in one transaction at close.
-TEST(Sqlite, AHitOnARecentlyUsedEntryRecordsNoRecency) {
+// an entry last used longer ago than touch_interval_ms (60 s by default), and a process with no
+// use to record appends its counters to the journal beside the database: it writes nothing to
+// the database or its WAL.
+TEST(Sqlite, AProcessThatOnlyHitsRecentEntriesWritesNothingToTheDatabase) {
   TempDir d;
   const std::string db = d / "cache.db";
   {
@@ -641,20 +656,29 @@ TEST(Sqlite, AHitOnARecentlyUsedEntryRecordsNoRecency) {
     ASSERT_EQ(c.put("a", "1"), PCACHE_OK);
     ASSERT_EQ(c.put("b", "2"), PCACHE_OK);
   }
-  const int commits = wal_commits(db);
-  {
+  const std::string wal = read_file(db + "-wal"), file = read_file(db);
+  for (int process = 0; process < 2; ++process) {
     Handle c("sqlite:" + db);
     for (int i = 0; i < 3; ++i) ASSERT_EQ(c.get("a", nullptr), PCACHE_OK);
   }
-  EXPECT_EQ(wal_commits(db), commits + 1) << "the counters, in one transaction";
+  EXPECT_EQ(read_file(db + "-wal"), wal);
+  EXPECT_EQ(read_file(db), file);
+  EXPECT_EQ(journal_bytes(db), 2 * 96) << "one record per process";
   EXPECT_EQ(newest_key(db), "b") << "a's hit within the interval was recorded";
-  EXPECT_EQ(sql_scalar(db, "SELECT value FROM meta WHERE name = 'hits'"), "3");
+  EXPECT_EQ(shared_hits(db), 6);
 }
 
-TEST(Sqlite, AHitOnAnEntryUsedLongerAgoIsRecordedWithTheCounters) {
+// The next transaction that adds counters (here: a hit on an entry whose use is due) takes the
+// journal's records in with its own counts and recency, and empties it.
+TEST(Sqlite, AHitOnAnEntryUsedLongerAgoIsRecordedAndFoldsTheJournal) {
   TempDir d;
   const std::string db = d / "cache.db";
   fill(db, 2, 10);
+  {
+    Handle c("sqlite:" + db);
+    ASSERT_EQ(c.get("k0", nullptr), PCACHE_OK);
+  }
+  ASSERT_EQ(journal_bytes(db), 96);
   const std::string clock = sql_scalar(db, "SELECT value FROM meta WHERE name = 'clock'");
   sql_exec(db, "UPDATE recency SET used_at = used_at - 61");
   const int commits = wal_commits(db);
@@ -662,12 +686,69 @@ TEST(Sqlite, AHitOnAnEntryUsedLongerAgoIsRecordedWithTheCounters) {
     Handle c("sqlite:" + db);
     ASSERT_EQ(c.get("k0", nullptr), PCACHE_OK);
   }
-  EXPECT_EQ(wal_commits(db), commits + 1) << "counters and recency, in one transaction";
+  EXPECT_EQ(wal_commits(db), commits + 1) << "counters, journal and recency in one transaction";
+  EXPECT_EQ(journal_bytes(db), 0);
+  EXPECT_EQ(sql_scalar(db, "SELECT value FROM meta WHERE name = 'hits'"), "2");
   EXPECT_EQ(newest_key(db), "k0");
   EXPECT_EQ(sql_scalar(db, "SELECT value FROM meta WHERE name = 'clock'"),
             std::to_string(std::stoll(clock) + 1));
   EXPECT_GE(std::stoll(sql_scalar(db, "SELECT max(used_at) FROM recency")),
             int64_t(std::time(nullptr)) - 5);
+  EXPECT_EQ(shared_hits(db), 2);
+}
+
+// Torn, damaged and foreign records (another database's journal) are skipped, each costing only
+// itself; zeroing the counters discards the journal too.
+TEST(Sqlite, TheCounterJournalCountsOnlyWholeRecordsOfItsDatabase) {
+  TempDir d;
+  const std::string db = d / "cache.db", other = d / "other.db";
+  for (const std::string &path : {db, other}) {
+    fill(path, 1, 10);
+    for (int process = 0; process < 3; ++process) {
+      Handle c("sqlite:" + path);
+      ASSERT_EQ(c.get("k0", nullptr), PCACHE_OK);
+    }
+  }
+  const std::string mine = read_file(db + "-counters"), theirs = read_file(other + "-counters");
+  ASSERT_EQ(mine.size(), 3u * 96);
+  std::string flipped = mine.substr(0, 96);
+  flipped[40] ^= 1;
+  write_file(db + "-counters", "garbage" + mine.substr(0, 96) + flipped + theirs + mine.substr(96) +
+                                   mine.substr(0, 50));
+  EXPECT_EQ(shared_hits(db), 3);
+  {
+    Handle c("sqlite:" + db);
+    ASSERT_EQ(pcache_admin_zero_shared_stats(c.get()), PCACHE_OK);
+  }
+  EXPECT_EQ(shared_hits(db), 0);
+  EXPECT_EQ(journal_bytes(db), 0);
+}
+
+// Processes appending while others fold: every hit is counted once, none lost, none twice.
+TEST(Sqlite, ConcurrentAppendsAndFoldsCountEveryHitOnce) {
+  TempDir d;
+  const std::string db = d / "cache.db";
+  fill(db, 1, 10);
+  constexpr int kChildren = 4, kProcesses = 25;
+  std::vector<pid_t> children;
+  for (int n = 0; n < kChildren; ++n)
+    children.push_back(spawn([&, n] {
+      ::alarm(60);
+      for (int i = 0; i < kProcesses; ++i) {
+        // Every other close records a use (touch_interval_ms=0): a transaction that folds.
+        const std::string uri = "sqlite:" + db + ((i + n) % 2 ? "?touch_interval_ms=0" : "");
+        pcache *c = nullptr;
+        if (pcache_open(uri.c_str(), nullptr, &c) != PCACHE_OK) return 1;
+        void *data = nullptr;
+        size_t size = 0;
+        if (pcache_get(c, "k0", 2, &data, &size) != PCACHE_OK) return 2;
+        pcache_free(data);
+        if (pcache_close(c) != PCACHE_OK) return 3;
+      }
+      return 0;
+    }));
+  for (pid_t child : children) EXPECT_EQ(wait_for(child), 0);
+  EXPECT_EQ(shared_hits(db), kChildren * kProcesses);
 }
 
 // Eviction order may differ only among entries used within the interval.

@@ -446,7 +446,8 @@ TEST_F(Config, ExportAndImportRefuseTheCachesOwnFiles) {
   const std::string db = dir_ + "/x.db";
   Handle h("sqlite:" + db);
   ASSERT_EQ(h.put("k", "v"), PCACHE_OK);
-  for (const std::string &path : {db, db + "-wal", db + ".locks", db + ".locks/stripe-1"}) {
+  for (const std::string &path :
+       {db, db + "-wal", db + "-counters", db + ".locks", db + ".locks/stripe-1"}) {
     EXPECT_EQ(pcache_admin_export(h, path.c_str(), nullptr, nullptr, nullptr),
               PCACHE_ERR_INVALID_ARG)
         << path;

@@ -1,0 +1,92 @@
+#include "backends/counter_journal.hpp"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include <cstring>
+
+#include "util/fsutil.hpp"
+
+namespace progcache {
+namespace {
+
+constexpr size_t kFieldCount = std::size(PersistentCounters::kFields);
+constexpr uint32_t kMagic = 0x31434350;  // "PCC1"
+constexpr uint64_t kSeed = 0x636f756e74657273ull;
+
+struct Record {
+  uint32_t magic = kMagic;
+  uint32_t fields = kFieldCount;
+  uint64_t db_ino = 0;
+  int64_t values[kFieldCount] = {};
+  uint64_t check = 0;
+};
+static_assert(sizeof(Record) == 16 + 8 * kFieldCount + 8, "no padding in a record");
+
+uint64_t checksum(const Record &r) {
+  return XXH3_64bits_withSeed(&r, offsetof(Record, check), kSeed);
+}
+
+// Adds every valid record in bytes to *sum. After a bad one the scan moves on a byte at a time,
+// so that one damaged record costs only itself.
+void add_records(const std::string &bytes, ino_t db_ino, PersistentCounters *sum) {
+  size_t at = 0;
+  while (at + sizeof(Record) <= bytes.size()) {
+    Record r;
+    std::memcpy(&r, bytes.data() + at, sizeof r);
+    if (r.magic != kMagic || r.fields != kFieldCount || r.check != checksum(r)) {
+      ++at;
+      continue;
+    }
+    at += sizeof r;
+    if (r.db_ino != uint64_t(db_ino)) continue;
+    for (size_t i = 0; i < kFieldCount; ++i)
+      sum->*PersistentCounters::kFields[i].value += r.values[i];
+  }
+}
+
+}  // namespace
+
+bool CounterJournal::append(const PersistentCounters &delta) const {
+  Fd fd(::open(path_.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, mode_));
+  if (!fd) return false;
+  struct stat st;
+  if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_size >= kFoldAfterBytes)
+    return false;
+  if (st.st_size == 0) set_created_mode(fd.get(), mode_);
+  Record r;
+  r.db_ino = uint64_t(db_ino_);
+  for (size_t i = 0; i < kFieldCount; ++i)
+    r.values[i] = delta.*PersistentCounters::kFields[i].value;
+  r.check = checksum(r);
+  if (::flock(fd.get(), LOCK_SH) != 0) return false;
+  // One write of fewer than PIPE_BUF bytes to an O_APPEND file: whole or (a full disk) short,
+  // and a short record is skipped by every reader.
+  return ::write(fd.get(), &r, sizeof r) == ssize_t(sizeof r);
+}
+
+PersistentCounters CounterJournal::pending() const {
+  PersistentCounters sum;
+  std::string bytes;
+  if (read_whole_file(path_, &bytes, 4 * uint64_t(kFoldAfterBytes)))
+    add_records(bytes, db_ino_, &sum);
+  return sum;
+}
+
+bool CounterJournal::take(PersistentCounters *sum, bool wait) const {
+  Fd fd(::open(path_.c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC));
+  if (!fd) return errno == ENOENT;
+  if (::flock(fd.get(), LOCK_EX | (wait ? 0 : LOCK_NB)) != 0) return false;
+  struct stat st;
+  if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) return false;
+  std::string bytes(size_t(st.st_size), '\0');
+  if (!bytes.empty() && !pread_all(fd.get(), bytes.data(), bytes.size(), 0)) return false;
+  if (::ftruncate(fd.get(), 0) != 0) return false;
+  add_records(bytes, db_ino_, sum);
+  return true;
+}
+
+}  // namespace progcache
