@@ -51,7 +51,8 @@ void add_records(const std::string &bytes, ino_t db_ino, PersistentCounters *sum
 }  // namespace
 
 bool CounterJournal::append(const PersistentCounters &delta) const {
-  Fd fd(::open(path_.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC, mode_));
+  Fd fd(::open(path_.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK,
+               mode_));
   if (!fd) return false;
   struct stat st;
   if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_size >= kFoldAfterBytes)
@@ -77,7 +78,7 @@ PersistentCounters CounterJournal::pending() const {
 }
 
 bool CounterJournal::take(PersistentCounters *sum, bool wait) const {
-  Fd fd(::open(path_.c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC));
+  Fd fd(::open(path_.c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK));
   if (!fd) return errno == ENOENT;
   if (::flock(fd.get(), LOCK_EX | (wait ? 0 : LOCK_NB)) != 0) return false;
   struct stat st;

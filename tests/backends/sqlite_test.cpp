@@ -724,6 +724,29 @@ TEST(Sqlite, TheCounterJournalCountsOnlyWholeRecordsOfItsDatabase) {
   EXPECT_EQ(journal_bytes(db), 0);
 }
 
+// A journal replaced behind an open handle by something that is not a regular file (a FIFO, whose
+// open for writing would wait for a reader): the close neither hangs nor counts through it.
+TEST(Sqlite, AJournalThatIsNoLongerAFileIsNeverWaitedOn) {
+  TempDir d;
+  const std::string db = d / "cache.db";
+  fill(db, 1, 10);
+  const pid_t child = spawn([&] {
+    ::alarm(20);
+    pcache *c = nullptr;
+    if (pcache_open(("sqlite:" + db).c_str(), nullptr, &c) != PCACHE_OK) return 1;
+    void *data = nullptr;
+    size_t size = 0;
+    if (pcache_get(c, "k0", 2, &data, &size) != PCACHE_OK) return 2;
+    pcache_free(data);
+    ::unlink((db + "-counters").c_str());
+    if (::mkfifo((db + "-counters").c_str(), 0600) != 0) return 3;
+    return pcache_close(c) == PCACHE_OK ? 0 : 4;
+  });
+  EXPECT_EQ(wait_for(child), 0) << "128 + 14: the close waited on the FIFO";
+  ::unlink((db + "-counters").c_str());
+  EXPECT_EQ(shared_hits(db), 1) << "the counts went into a transaction instead";
+}
+
 // Processes appending while others fold: every hit is counted once, none lost, none twice.
 TEST(Sqlite, ConcurrentAppendsAndFoldsCountEveryHitOnce) {
   TempDir d;
