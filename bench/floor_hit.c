@@ -50,8 +50,9 @@ int main(int argc, char **argv) {
   int rc = 1;
   if (strcmp(argv[2], "--make-db") == 0) {
     const size_t size = read_all(argv[4], buf, sizeof buf);
-    sqlite3_exec(db, "PRAGMA journal_mode=WAL; CREATE TABLE IF NOT EXISTS t(k BLOB PRIMARY KEY, v BLOB)",
-                 NULL, NULL, NULL);
+    sqlite3_exec(
+        db, "PRAGMA journal_mode=WAL; CREATE TABLE IF NOT EXISTS t(k BLOB PRIMARY KEY, v BLOB)",
+        NULL, NULL, NULL);
     sqlite3_stmt *s = prepare(db, "INSERT OR REPLACE INTO t VALUES(?1, ?2)", key);
     sqlite3_bind_blob(s, 2, buf, (int)size, SQLITE_STATIC);
     rc = s && sqlite3_step(s) == SQLITE_DONE ? 0 : 1;
