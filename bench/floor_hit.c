@@ -58,6 +58,11 @@ int main(int argc, char **argv) {
     rc = s && sqlite3_step(s) == SQLITE_DONE ? 0 : 1;
     sqlite3_finalize(s);
   } else if (strcmp(argv[2], "--db") == 0) {
+    /* As progcache reads: the last connection's close neither checkpoints nor removes the WAL
+     * and shared memory, which SQLite's default close does at every exit. */
+    int persist = 1;
+    sqlite3_db_config(db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, NULL);
+    sqlite3_file_control(db, "main", SQLITE_FCNTL_PERSIST_WAL, &persist);
     sqlite3_stmt *s = prepare(db, "SELECT v FROM t WHERE k = ?1", key);
     if (s && sqlite3_step(s) == SQLITE_ROW)
       rc = write_all(argv[4], sqlite3_column_blob(s, 0), (size_t)sqlite3_column_bytes(s, 0));

@@ -13,6 +13,7 @@
 
 #include "format/entry.hpp"
 #include "util/error.hpp"
+#include "util/system_library.hpp"
 #include "util/trust.hpp"
 
 namespace progcache {
@@ -24,6 +25,20 @@ constexpr uint64_t kMaxRecord = 512ull << 20;
 constexpr uint64_t kRecordOverhead = 1ull << 20;
 constexpr size_t kMaxIdle = 16;
 constexpr const char *kScanBatch = "1000";
+
+// libhiredis, opened by the first Redis handle (util/system_library): a process that uses no
+// Redis never maps it. The members are named as the functions they hold.
+// clang-format off
+#define PCACHE_HIREDIS_FUNCTIONS(X) \
+  X(redisConnectWithTimeout) \
+  X(redisSetTimeout) \
+  X(redisEnableKeepAlive) \
+  X(redisFree) \
+  X(redisAppendCommandArgv) \
+  X(redisGetReply) \
+  X(freeReplyObject)
+// clang-format on
+PCACHE_SYSTEM_LIBRARY_API(HiredisApi, hiredis, PCACHE_HIREDIS_SONAME, PCACHE_HIREDIS_FUNCTIONS)
 
 using Reply = std::unique_ptr<redisReply, decltype(&freeReplyObject)>;
 
@@ -87,7 +102,7 @@ class RedisBackend::Connection {
     if (pending_ == 0)
       owner_->release(c_);
     else
-      redisFree(c_);  // replies still in flight would answer the next caller's commands
+      hiredis().redisFree(c_);  // replies still in flight would answer the next caller's commands
   }
 
   // Sends one command and reads its reply. Throws Error(remote) for a server error reply or a
@@ -107,13 +122,13 @@ class RedisBackend::Connection {
       lens[n++] = a.size;
     }
     ++pending_;
-    if (redisAppendCommandArgv(c_, n, argv, lens) != REDIS_OK) broken();
+    if (hiredis().redisAppendCommandArgv(c_, n, argv, lens) != REDIS_OK) broken();
   }
   Reply reply() {
     void *raw = nullptr;
-    if (redisGetReply(c_, &raw) != REDIS_OK || !raw) broken();
+    if (hiredis().redisGetReply(c_, &raw) != REDIS_OK || !raw) broken();
     --pending_;
-    Reply r(static_cast<redisReply *>(raw), freeReplyObject);
+    Reply r(static_cast<redisReply *>(raw), hiredis().freeReplyObject);
     if (r->type == REDIS_REPLY_ERROR)
       throw Error(Status::remote, owner_->where_ + ": " + std::string(r->str, r->len));
     return r;
@@ -131,7 +146,7 @@ class RedisBackend::Connection {
       why = "server closed the connection";
       detail.cause = Cause::connection;
     }
-    redisFree(std::exchange(c_, nullptr));
+    hiredis().redisFree(std::exchange(c_, nullptr));
     throw Error(Status::remote, owner_->where_ + ": " + why, detail);
   }
   friend class RedisBackend;
@@ -200,7 +215,7 @@ RedisBackend::RedisBackend(Uri &uri, const BackendConfig &, bool lazy) {
       acquire().command({std::string_view("PING")});
     } catch (...) {
       // The destructor will not run: free the connection the failed PING went back into.
-      for (redisContext *c : idle_) redisFree(c);
+      for (redisContext *c : idle_) hiredis().redisFree(c);
       idle_.clear();
       throw;
     }
@@ -208,7 +223,7 @@ RedisBackend::RedisBackend(Uri &uri, const BackendConfig &, bool lazy) {
 }
 
 RedisBackend::~RedisBackend() {
-  for (redisContext *c : idle_) redisFree(c);
+  for (redisContext *c : idle_) hiredis().redisFree(c);
 }
 
 RedisBackend::Connection RedisBackend::acquire() {
@@ -217,7 +232,7 @@ RedisBackend::Connection RedisBackend::acquire() {
     if (owner_pid_ != int(getpid())) {
       // A forked child must not talk over its parent's sockets: both would read each other's
       // replies. Closing our copies of the descriptors leaves the parent's connections intact.
-      for (redisContext *c : idle_) redisFree(c);
+      for (redisContext *c : idle_) hiredis().redisFree(c);
       idle_.clear();
       owner_pid_ = int(getpid());
     }
@@ -227,7 +242,8 @@ RedisBackend::Connection RedisBackend::acquire() {
       return Connection(this, c);
     }
   }
-  redisContext *c = redisConnectWithTimeout(host_.c_str(), port_, to_timeval(timeout_ms_));
+  redisContext *c =
+      hiredis().redisConnectWithTimeout(host_.c_str(), port_, to_timeval(timeout_ms_));
   if (!c) throw std::bad_alloc();
   if (c->err) {
     std::string why = c->errstr;
@@ -239,11 +255,11 @@ RedisBackend::Connection RedisBackend::acquire() {
     } else if (detail.cause == Cause::none) {
       detail.cause = Cause::connection;  // refused, unreachable, a name that does not resolve
     }
-    redisFree(c);
+    hiredis().redisFree(c);
     throw Error(Status::remote, where_ + ": " + why, detail);
   }
-  redisSetTimeout(c, to_timeval(timeout_ms_));
-  redisEnableKeepAlive(c);
+  hiredis().redisSetTimeout(c, to_timeval(timeout_ms_));
+  hiredis().redisEnableKeepAlive(c);
   Connection conn(this, c);
   try {
     if (!password_.empty()) {
@@ -255,7 +271,7 @@ RedisBackend::Connection RedisBackend::acquire() {
     if (db_ != 0) conn.command({std::string_view("SELECT"), std::to_string(db_)});
   } catch (...) {
     // Never pool a connection that is not logged in or not on the right database.
-    if (conn.c_) redisFree(std::exchange(conn.c_, nullptr));
+    if (conn.c_) hiredis().redisFree(std::exchange(conn.c_, nullptr));
     throw;
   }
   return conn;
@@ -266,7 +282,7 @@ void RedisBackend::release(redisContext *c) {
   if (owner_pid_ == int(getpid()) && idle_.size() < kMaxIdle && c->err == 0)
     idle_.push_back(c);
   else
-    redisFree(c);
+    hiredis().redisFree(c);
 }
 
 std::string RedisBackend::entry_key(ByteView key) const {
@@ -277,7 +293,7 @@ std::string RedisBackend::entry_key(ByteView key) const {
 
 SharedBlob RedisBackend::get(ByteView key, Access) {
   Connection c = acquire();
-  Reply r(nullptr, freeReplyObject);
+  Reply r(nullptr, hiredis().freeReplyObject);
   try {
     r = c.command({std::string_view("GET"), entry_key(key)});
   } catch (const Error &e) {
@@ -376,7 +392,7 @@ void RedisBackend::list(const std::function<void(const EntryInfo &)> &fn) {
     std::vector<std::pair<Reply, Reply>> replies;
     for (size_t i = 0; i < keys.size(); ++i) {
       // A key evicted or deleted between SCAN and here answers an error or nil: skip it.
-      Reply idle(nullptr, freeReplyObject), header(nullptr, freeReplyObject);
+      Reply idle(nullptr, hiredis().freeReplyObject), header(nullptr, hiredis().freeReplyObject);
       try {
         idle = c.reply();
       } catch (const Error &) {
@@ -490,7 +506,7 @@ void RedisBackend::add_counters(const PersistentCounters &d) {
 
 PersistentCounters RedisBackend::counters() {
   Connection c = acquire();
-  Reply r(nullptr, freeReplyObject);
+  Reply r(nullptr, hiredis().freeReplyObject);
   try {
     r = c.command({std::string_view("HGETALL"), prefix_ + "stats"});
   } catch (const Error &e) {

@@ -16,6 +16,7 @@
 #include "util/endian.hpp"
 #include "util/error.hpp"
 #include "util/openssl_init.hpp"
+#include "util/system_library.hpp"
 
 namespace progcache {
 namespace {
@@ -104,14 +105,34 @@ void seal(Blob &b, const MacKey *mac) {
   if (mac) mac->sign(b.data(), body, b.data() + 48);
 }
 
+// libzstd, opened when an entry is compressed or a compressed one read (util/system_library).
+// The members are named as the functions they hold.
+// clang-format off
+#define PCACHE_ZSTD_FUNCTIONS(X) \
+  X(ZSTD_createCCtx) \
+  X(ZSTD_createDCtx) \
+  X(ZSTD_freeCCtx) \
+  X(ZSTD_freeDCtx) \
+  X(ZSTD_maxCLevel) \
+  X(ZSTD_compressBound) \
+  X(ZSTD_compressCCtx) \
+  X(ZSTD_isError) \
+  X(ZSTD_getErrorName) \
+  X(ZSTD_getFrameContentSize) \
+  X(ZSTD_findFrameCompressedSize) \
+  X(ZSTD_decompressDCtx)
+// clang-format on
+PCACHE_SYSTEM_LIBRARY_API(ZstdApi, zstd_api, PCACHE_ZSTD_SONAME, PCACHE_ZSTD_FUNCTIONS)
+
 // One compression and one decompression context per thread: creating them costs more than
 // compressing a small cubin.
 struct ZstdContexts {
-  ZSTD_CCtx *c = ZSTD_createCCtx();
-  ZSTD_DCtx *d = ZSTD_createDCtx();
+  const ZstdApi &api = zstd_api();
+  ZSTD_CCtx *c = api.ZSTD_createCCtx();
+  ZSTD_DCtx *d = api.ZSTD_createDCtx();
   ~ZstdContexts() {
-    ZSTD_freeCCtx(c);
-    ZSTD_freeDCtx(d);
+    api.ZSTD_freeCCtx(c);
+    api.ZSTD_freeDCtx(d);
   }
 };
 ZstdContexts &zstd() {
@@ -123,7 +144,7 @@ ZstdContexts &zstd() {
 }  // namespace
 
 int max_compress_level() {
-  return ZSTD_maxCLevel();
+  return zstd_api().ZSTD_maxCLevel();
 }
 
 Blob encode_entry(ByteView key, ByteView meta, ByteView payload, const MacKey *mac,
@@ -136,12 +157,13 @@ Blob encode_entry(ByteView key, ByteView meta, ByteView payload, const MacKey *m
                 "value of " + std::to_string(payload.size) + " bytes is too large to store");
   const uint16_t mac_flag = mac ? kFlagMac : 0;
   if (compress_level > 0 && payload.size >= kMinCompressSize) {
-    const size_t bound = ZSTD_compressBound(payload.size);
+    const ZstdApi &z = zstd_api();
+    const size_t bound = z.ZSTD_compressBound(payload.size);
     Blob b(prefix + bound);
     uint8_t *out = write_prefix(b.data(), key, meta, pad, payload.size, mac_flag | kFlagZstd);
-    const size_t n = ZSTD_compressCCtx(zstd().c, out, bound, payload.data, payload.size,
-                                       std::min(compress_level, ZSTD_maxCLevel()));
-    if (!ZSTD_isError(n) && n < payload.size) {
+    const size_t n = z.ZSTD_compressCCtx(zstd().c, out, bound, payload.data, payload.size,
+                                         std::min(compress_level, z.ZSTD_maxCLevel()));
+    if (!z.ZSTD_isError(n) && n < payload.size) {
       b.shrink(prefix + n);
       seal(b, mac);
       return b;
@@ -161,16 +183,17 @@ std::optional<Blob> inflate_entry(const EntryParts &parts, std::string *why) {
   };
   if (!parts.compressed) return fail("entry is not compressed");
   const ByteView frame = parts.payload;
-  const unsigned long long declared = ZSTD_getFrameContentSize(frame.data, frame.size);
+  const ZstdApi &z = zstd_api();
+  const unsigned long long declared = z.ZSTD_getFrameContentSize(frame.data, frame.size);
   if (declared != parts.payload_size)
     return fail("compressed payload does not declare the entry's payload size");
-  if (ZSTD_findFrameCompressedSize(frame.data, frame.size) != frame.size)
+  if (z.ZSTD_findFrameCompressedSize(frame.data, frame.size) != frame.size)
     return fail("compressed payload is not exactly one zstd frame");
   const size_t pad = padding_for(parts.key, parts.meta);
   Blob b(kEntryHeaderSize + parts.key.size + parts.meta.size + pad + parts.payload_size);
   uint8_t *out = write_prefix(b.data(), parts.key, parts.meta, pad, parts.payload_size, 0);
-  const size_t n = ZSTD_decompressDCtx(zstd().d, out, parts.payload_size, frame.data, frame.size);
-  if (ZSTD_isError(n)) return fail(std::string("zstd: ") + ZSTD_getErrorName(n));
+  const size_t n = z.ZSTD_decompressDCtx(zstd().d, out, parts.payload_size, frame.data, frame.size);
+  if (z.ZSTD_isError(n)) return fail(std::string("zstd: ") + z.ZSTD_getErrorName(n));
   if (n != parts.payload_size) return fail("compressed payload decompressed to the wrong size");
   seal(b, nullptr);
   return b;
@@ -201,7 +224,7 @@ std::optional<uint64_t> entry_payload_size_checked(ByteView head, uint64_t recor
   // the same content size.
   if (head.size <= prefix) return std::nullopt;
   const unsigned long long declared =
-      ZSTD_getFrameContentSize(head.data + prefix, head.size - prefix);
+      zstd_api().ZSTD_getFrameContentSize(head.data + prefix, head.size - prefix);
   if (declared != payload_size) return std::nullopt;
   return payload_size;
 }

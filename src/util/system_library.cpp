@@ -1,0 +1,29 @@
+#include "util/system_library.hpp"
+
+#include <dlfcn.h>
+
+#include "util/error.hpp"
+
+namespace progcache {
+
+void *SystemLibrary::symbol(const char *name) {
+  std::call_once(once_, [this] {
+    handle_ = ::dlopen(soname_, RTLD_NOW | RTLD_LOCAL);
+    if (!handle_) {
+      const char *why = ::dlerror();
+      failure_ = std::string("cannot load ") + soname_ + ": " + (why ? why : "unknown error");
+    }
+  });
+  if (!handle_) throw Error(Status::unsupported, failure_);
+  void *fn = ::dlsym(handle_, name);
+  if (!fn) throw Error(Status::unsupported, std::string(soname_) + " lacks " + name);
+  return fn;
+}
+
+bool SystemLibrary::mapped(const char *soname) {
+  void *h = ::dlopen(soname, RTLD_NOLOAD | RTLD_LAZY);
+  if (h) ::dlclose(h);
+  return h != nullptr;
+}
+
+}  // namespace progcache

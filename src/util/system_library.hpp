@@ -1,0 +1,54 @@
+// A library of the system (a dependency of the package all the same) that progcache opens only
+// when a feature needs it: zstd for compressed entries, hiredis for Redis. Each one a process
+// maps costs it 0.03-0.08 ms at start-up whether it is used or not (docs/performance.md).
+#pragma once
+
+#include <mutex>
+#include <string>
+
+namespace progcache {
+
+class SystemLibrary {
+ public:
+  // soname: the exact name the build compiled against (its headers' ABI).
+  explicit SystemLibrary(const char *soname) : soname_(soname) {}
+  SystemLibrary(const SystemLibrary &) = delete;
+  SystemLibrary &operator=(const SystemLibrary &) = delete;
+
+  // The address of name in the library, which is loaded on first use and kept for the process.
+  // Throws Error(Status::unsupported) naming the library and what dlopen or dlsym said.
+  // Thread-safe.
+  void *symbol(const char *name);
+  template <typename Fn>
+  Fn function(const char *name) {
+    return reinterpret_cast<Fn>(symbol(name));
+  }
+  // Whether this process has it mapped (tests: a feature not used loads nothing).
+  static bool mapped(const char *soname);
+
+ private:
+  const char *soname_;
+  std::once_flag once_;
+  void *handle_ = nullptr;
+  std::string failure_;
+};
+
+// Declares struct Name, a member per function that list (an X-macro) names, each named and typed
+// as that function, and const Name &getter(), which opens soname on first use and resolves them
+// all (throwing as SystemLibrary::symbol does). Use it inside an anonymous namespace.
+#define PCACHE_SYSTEM_LIBRARY_API(Name, getter, soname, list) \
+  struct Name {                                               \
+    list(PCACHE_SYSTEM_LIBRARY_MEMBER)                        \
+  };                                                          \
+  const Name &getter() {                                      \
+    static ::progcache::SystemLibrary library(soname);        \
+    static const Name api = [] {                              \
+      Name a;                                                 \
+      list(PCACHE_SYSTEM_LIBRARY_RESOLVE) return a;           \
+    }();                                                      \
+    return api;                                               \
+  }
+#define PCACHE_SYSTEM_LIBRARY_MEMBER(fn) decltype(&::fn) fn;
+#define PCACHE_SYSTEM_LIBRARY_RESOLVE(fn) a.fn = library.function<decltype(&::fn)>(#fn);
+
+}  // namespace progcache

@@ -1,0 +1,70 @@
+/* zstd and hiredis are opened by the features that use them (src/util/system_library.hpp): a
+ * process that never compresses an entry nor opens a Redis cache never maps either (each costs
+ * start-up time), and one that does gets them when it needs them. */
+#include <progcache/progcache.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define CHECK(cond)                                                                           \
+  do {                                                                                        \
+    if (!(cond)) {                                                                            \
+      fprintf(stderr, "%s:%d: CHECK(%s) failed; last error: %s\n", __FILE__, __LINE__, #cond, \
+              pcache_last_error());                                                           \
+      return 1;                                                                               \
+    }                                                                                         \
+  } while (0)
+
+static int mapped(const char *name) {
+  FILE *maps = fopen("/proc/self/maps", "r");
+  char line[4096];
+  int found = 0;
+  while (maps && fgets(line, sizeof line, maps))
+    if (strstr(line, name)) found = 1;
+  if (maps) fclose(maps);
+  return found;
+}
+
+static int put_and_get(const char *uri) {
+  static char value[65536];
+  pcache *cache = NULL;
+  void *data = NULL;
+  size_t size = 0;
+  memset(value, 'a', sizeof value);
+  if (pcache_open(uri, NULL, &cache) != PCACHE_OK) return 0;
+  int ok = pcache_put(cache, "k", 1, value, sizeof value) == PCACHE_OK &&
+           pcache_get(cache, "k", 1, &data, &size) == PCACHE_OK && size == sizeof value &&
+           memcmp(data, value, size) == 0;
+  pcache_free(data);
+  return pcache_close(cache) == PCACHE_OK && ok;
+}
+
+int main(void) {
+  char dir[] = "/tmp/pcache-lazy-XXXXXX", uri[256];
+  CHECK(mkdtemp(dir) != NULL);
+  CHECK(pcache_version() == PCACHE_VERSION_NUMBER);
+  snprintf(uri, sizeof uri, "sqlite:%s/plain.db", dir);
+  CHECK(put_and_get(uri));
+  snprintf(uri, sizeof uri, "filestream:%s/fs", dir);
+  CHECK(put_and_get(uri));
+  CHECK(!mapped("libzstd.so"));
+  CHECK(!mapped("libhiredis.so"));
+  snprintf(uri, sizeof uri, "sqlite:%s/zstd.db?compress=zstd", dir);
+  CHECK(put_and_get(uri));
+  CHECK(mapped("libzstd.so"));
+  CHECK(!mapped("libhiredis.so"));
+  /* Nothing listens on port 1: the open or the first call fails, after loading hiredis. */
+  pcache *redis = NULL;
+  if (pcache_open("redis://127.0.0.1:1/0?timeout_ms=200", NULL, &redis) == PCACHE_OK) {
+    void *data = NULL;
+    size_t size = 0;
+    CHECK(pcache_get(redis, "k", 1, &data, &size) != PCACHE_OK);
+    pcache_close(redis);
+  }
+  CHECK(mapped("libhiredis.so"));
+  char command[300];
+  snprintf(command, sizeof command, "rm -rf %s", dir);
+  CHECK(system(command) == 0);
+  puts("lazy libraries: ok");
+  return 0;
+}
