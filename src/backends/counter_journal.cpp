@@ -6,7 +6,10 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include <cerrno>
+#include <chrono>
 #include <cstring>
+#include <thread>
 
 #include "util/fsutil.hpp"
 
@@ -63,7 +66,9 @@ bool CounterJournal::append(const PersistentCounters &delta) const {
   for (size_t i = 0; i < kFieldCount; ++i)
     r.values[i] = delta.*PersistentCounters::kFields[i].value;
   r.check = checksum(r);
-  if (::flock(fd.get(), LOCK_SH) != 0) return false;
+  // Never waits: a fold holds the lock for a read and a truncate, and a neighbour who can write
+  // a shared cache's files could hold it for ever; busy, the counts go into a transaction.
+  if (::flock(fd.get(), LOCK_SH | LOCK_NB) != 0) return false;
   // One write of fewer than PIPE_BUF bytes to an O_APPEND file: whole or (a full disk) short,
   // and a short record is skipped by every reader.
   return ::write(fd.get(), &r, sizeof r) == ssize_t(sizeof r);
@@ -77,10 +82,14 @@ PersistentCounters CounterJournal::pending() const {
   return sum;
 }
 
-bool CounterJournal::take(PersistentCounters *sum, bool wait) const {
+bool CounterJournal::take(PersistentCounters *sum, int wait_ms) const {
   Fd fd(::open(path_.c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK));
   if (!fd) return errno == ENOENT;
-  if (::flock(fd.get(), LOCK_EX | (wait ? 0 : LOCK_NB)) != 0) return false;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_ms);
+  while (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
+    if (errno != EWOULDBLOCK || std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
   struct stat st;
   if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) return false;
   std::string bytes(size_t(st.st_size), '\0');

@@ -14,7 +14,8 @@ namespace progcache {
 // Records are fixed for a given field count and carry the database file's inode (a journal left
 // by a database since moved aside adds nothing to its successor) and a checksum: a torn, foreign
 // or damaged record is skipped, never counted. Appends take a shared flock and a fold an
-// exclusive one, so that a fold never empties a record it has not read. Thread-safe (no state
+// exclusive one, so that a fold never empties a record it has not read; neither waits without
+// bound (a neighbour may hold a lock on a shared cache's file for ever). Thread-safe (no state
 // beyond the path); fork-safe (every call opens the file afresh).
 class CounterJournal {
  public:
@@ -29,8 +30,9 @@ class CounterJournal {
   PersistentCounters pending() const;
   // Empties the journal under an exclusive lock and adds its records to *sum; call inside the
   // write transaction that stores *sum (a failed commit loses those counts: they are advisory).
-  // wait: block for the lock (zeroing); else false without waiting while appends hold it.
-  bool take(PersistentCounters *sum, bool wait) const;
+  // True if it was emptied (or there is none); false, nothing taken, when the lock was not had
+  // within wait_ms (appends hold it for a write each) or the file cannot be read.
+  bool take(PersistentCounters *sum, int wait_ms) const;
 
   static constexpr off_t kFoldAfterBytes = 64 * 1024;
 

@@ -707,7 +707,7 @@ void SqliteBackend::add_counters(const PersistentCounters &d) {
     const bool done = try_write_txn([&] {
       flush_touches_locked();
       PersistentCounters sum = d;
-      if (journal_) journal_->take(&sum, false);
+      if (journal_) journal_->take(&sum, 0);
       for (const auto &field : PersistentCounters::kFields) {
         const int64_t value = sum.*field.value;
         if (!value) continue;
@@ -737,7 +737,9 @@ void SqliteBackend::reset_counters() {
     if (read_only_) throw Error(Status::permission, "cache database '" + path_ + "' is read-only");
     write_txn([&] {
       PersistentCounters discarded;
-      if (journal_) journal_->take(&discarded, true);
+      if (journal_ && !journal_->take(&discarded, busy_timeout_ms_))
+        throw Error(Status::busy, "the shared counters' journal '" + path_ +
+                                      "-counters' is locked or unreadable; nothing was zeroed");
       for (const auto &field : PersistentCounters::kFields) meta_set(field.name, 0);
     });
   });

@@ -1,8 +1,10 @@
 // SQLite backend: schema versions, corruption recovery in place, permissions, fork, busy.
 #define PCACHE_ADMIN_UNSTABLE 1
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <progcache/progcache_admin.h>
 #include <sqlite3.h>
+#include <sys/file.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 
@@ -745,6 +747,45 @@ TEST(Sqlite, AJournalThatIsNoLongerAFileIsNeverWaitedOn) {
   EXPECT_EQ(wait_for(child), 0) << "128 + 14: the close waited on the FIFO";
   ::unlink((db + "-counters").c_str());
   EXPECT_EQ(shared_hits(db), 1) << "the counts went into a transaction instead";
+}
+
+// A neighbour who can write a shared cache's files holds the journal's lock and never lets go:
+// a close neither waits for it (the counts go into a transaction) nor loses them, and zeroing
+// says busy after its timeout instead of hanging.
+TEST(Sqlite, AJournalLockedForEverIsNeverWaitedOn) {
+  TempDir d;
+  const std::string db = d / "cache.db";
+  fill(db, 1, 10);
+  {
+    Handle c("sqlite:" + db);
+    ASSERT_EQ(c.get("k0", nullptr), PCACHE_OK);
+  }
+  ASSERT_EQ(journal_bytes(db), 96);
+  const int held = ::open((db + "-counters").c_str(), O_RDWR | O_CLOEXEC);
+  ASSERT_GE(held, 0);
+  ASSERT_EQ(::flock(held, LOCK_EX), 0);
+  const pid_t child = spawn([&] {
+    ::alarm(20);
+    for (int i = 0; i < 3; ++i) {
+      pcache *c = nullptr;
+      if (pcache_open(("sqlite:" + db + "?busy_timeout_ms=100").c_str(), nullptr, &c) != PCACHE_OK)
+        return 1;
+      void *data = nullptr;
+      size_t size = 0;
+      if (pcache_get(c, "k0", 2, &data, &size) != PCACHE_OK) return 2;
+      pcache_free(data);
+      if (pcache_close(c) != PCACHE_OK) return 3;
+    }
+    pcache *c = nullptr;
+    if (pcache_open(("sqlite:" + db + "?busy_timeout_ms=100").c_str(), nullptr, &c) != PCACHE_OK)
+      return 4;
+    const pcache_status zeroed = pcache_admin_zero_shared_stats(c);
+    pcache_close(c);
+    return zeroed == PCACHE_ERR_BUSY ? 0 : 5;
+  });
+  EXPECT_EQ(wait_for(child), 0) << "128 + 14: a close or the zeroing waited on the lock";
+  ::close(held);
+  EXPECT_EQ(shared_hits(db), 4) << "the three closes' hits went into transactions";
 }
 
 // Processes appending while others fold: every hit is counted once, none lost, none twice.
