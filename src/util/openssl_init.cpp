@@ -21,10 +21,6 @@ bool config_matters() {
   return matters;
 }
 
-}  // namespace
-
-namespace {
-
 bool section_is_set(const char *file) {
   CONF *conf = NCONF_new(nullptr);
   bool matters = true;

@@ -20,10 +20,4 @@ void *SystemLibrary::symbol(const char *name) {
   return fn;
 }
 
-bool SystemLibrary::mapped(const char *soname) {
-  void *h = ::dlopen(soname, RTLD_NOLOAD | RTLD_LAZY);
-  if (h) ::dlclose(h);
-  return h != nullptr;
-}
-
 }  // namespace progcache

@@ -23,8 +23,6 @@ class SystemLibrary {
   Fn function(const char *name) {
     return reinterpret_cast<Fn>(symbol(name));
   }
-  // Whether this process has it mapped (tests: a feature not used loads nothing).
-  static bool mapped(const char *soname);
 
  private:
   const char *soname_;
