@@ -82,21 +82,29 @@ PersistentCounters CounterJournal::pending() const {
   return sum;
 }
 
-bool CounterJournal::take(PersistentCounters *sum, int wait_ms) const {
+std::optional<CounterJournal::Fold> CounterJournal::begin_fold(int wait_ms) const {
+  Fold fold;
   Fd fd(::open(path_.c_str(), O_RDWR | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK));
-  if (!fd) return errno == ENOENT;
+  if (!fd) return errno == ENOENT ? std::optional<Fold>(std::move(fold)) : std::nullopt;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_ms);
   while (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
-    if (errno != EWOULDBLOCK || std::chrono::steady_clock::now() >= deadline) return false;
+    if (errno != EWOULDBLOCK || std::chrono::steady_clock::now() >= deadline) return std::nullopt;
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
   struct stat st;
-  if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) return false;
+  if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) return std::nullopt;
   std::string bytes(size_t(st.st_size), '\0');
-  if (!bytes.empty() && !pread_all(fd.get(), bytes.data(), bytes.size(), 0)) return false;
-  if (::ftruncate(fd.get(), 0) != 0) return false;
-  add_records(bytes, db_ino_, sum);
-  return true;
+  if (!bytes.empty() && !pread_all(fd.get(), bytes.data(), bytes.size(), 0)) return std::nullopt;
+  add_records(bytes, db_ino_, &fold.records);
+  fold.fd_ = std::move(fd);
+  return fold;
+}
+
+bool CounterJournal::Fold::finish() {
+  // Still under the lock: nothing was appended since the read.
+  const bool emptied = !fd_ || ::ftruncate(fd_->get(), 0) == 0;
+  fd_.reset();
+  return emptied;
 }
 
 }  // namespace progcache

@@ -5,9 +5,11 @@
 
 #include <sys/types.h>
 
+#include <optional>
 #include <string>
 
 #include "backends/backend.hpp"
+#include "util/fsutil.hpp"
 
 namespace progcache {
 
@@ -22,17 +24,31 @@ class CounterJournal {
   CounterJournal(std::string path, mode_t mode, ino_t db_ino)
       : path_(std::move(path)), mode_(mode), db_ino_(db_ino) {}
 
-  // Appends delta. False (nothing written) where the journal cannot be opened or written, or
-  // has grown past kFoldAfterBytes: the caller then adds delta in a transaction, and folds.
+  // Appends delta. False (nothing written) where the journal cannot be opened, locked or
+  // written, or has grown past kFoldAfterBytes: the caller then adds delta in a transaction, and
+  // folds.
   bool append(const PersistentCounters &delta) const;
   // The sum of the records now in the journal, read without a lock (a record being appended is
   // either whole or skipped).
   PersistentCounters pending() const;
-  // Empties the journal under an exclusive lock and adds its records to *sum; call inside the
-  // write transaction that stores *sum (a failed commit loses those counts: they are advisory).
-  // True if it was emptied (or there is none); false, nothing taken, when the lock was not had
-  // within wait_ms (appends hold it for a write each) or the file cannot be read.
-  bool take(PersistentCounters *sum, int wait_ms) const;
+  // Folding, in two steps around the transaction that stores the records: begin_fold() reads
+  // them under an exclusive lock, which the Fold holds; finish() empties the journal once that
+  // transaction has committed. A Fold dropped unfinished (the transaction failed) leaves the
+  // records for the next fold. A process killed between the commit and finish() counts them
+  // twice: advisory counters, a window of one truncate.
+  class Fold {
+   public:
+    PersistentCounters records;
+    // False if the journal could not be emptied: the next fold counts its records again.
+    bool finish();
+
+   private:
+    friend class CounterJournal;
+    std::optional<Fd> fd_;  // none: there was no journal
+  };
+  // The fold of the journal's records; nullopt when the lock was not had within wait_ms (appends
+  // hold it for a write each) or the file cannot be read.
+  std::optional<Fold> begin_fold(int wait_ms) const;
 
   static constexpr off_t kFoldAfterBytes = 64 * 1024;
 

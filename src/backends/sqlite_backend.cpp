@@ -704,10 +704,11 @@ void SqliteBackend::add_counters(const PersistentCounters &d) {
   with_recovery([&] {
     // Advisory counters never make a lookup wait for a writer: busy, they go back to the handle.
     // The pending touches and the journal's records go in the same transaction.
+    std::optional<CounterJournal::Fold> fold;
     const bool done = try_write_txn([&] {
       flush_touches_locked();
       PersistentCounters sum = d;
-      if (journal_) journal_->take(&sum, 0);
+      if (journal_ && (fold = journal_->begin_fold(0))) sum += fold->records;
       for (const auto &field : PersistentCounters::kFields) {
         const int64_t value = sum.*field.value;
         if (!value) continue;
@@ -718,6 +719,7 @@ void SqliteBackend::add_counters(const PersistentCounters &d) {
         if (rc != SQLITE_DONE) fail(rc, "cannot update the shared counters");
       }
     });
+    if (done && fold) fold->finish();
     if (!done) throw Error(Status::busy, "the shared counters are locked by a writer");
   });
 }
@@ -735,13 +737,14 @@ void SqliteBackend::reset_counters() {
   std::lock_guard lock(mutex_);
   with_recovery([&] {
     if (read_only_) throw Error(Status::permission, "cache database '" + path_ + "' is read-only");
+    std::optional<CounterJournal::Fold> fold;
     write_txn([&] {
-      PersistentCounters discarded;
-      if (journal_ && !journal_->take(&discarded, busy_timeout_ms_))
+      if (journal_ && !(fold = journal_->begin_fold(busy_timeout_ms_)))
         throw Error(Status::busy, "the shared counters' journal '" + path_ +
                                       "-counters' is locked or unreadable; nothing was zeroed");
       for (const auto &field : PersistentCounters::kFields) meta_set(field.name, 0);
     });
+    if (fold) fold->finish();
   });
 }
 

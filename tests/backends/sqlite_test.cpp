@@ -788,6 +788,42 @@ TEST(Sqlite, AJournalLockedForEverIsNeverWaitedOn) {
   EXPECT_EQ(shared_hits(db), 4) << "the three closes' hits went into transactions";
 }
 
+// A full disk at close (no file may grow: the journal's append and a transaction both fail):
+// the close succeeds, the database stays whole and serves, and only that batch is lost.
+TEST(Sqlite, AFullDiskAtCloseLosesOnlyTheBatch) {
+  TempDir d;
+  const std::string db = d / "cache.db";
+  fill(db, 1, 100);
+  {
+    Handle c("sqlite:" + db);
+    ASSERT_EQ(c.get("k0", nullptr), PCACHE_OK);
+  }
+  ASSERT_EQ(journal_bytes(db), 96);
+  const pid_t child = spawn([&] {
+    ::alarm(20);
+    pcache *c = nullptr;
+    if (pcache_open(("sqlite:" + db + "?touch_interval_ms=0").c_str(), nullptr, &c) != PCACHE_OK)
+      return 1;
+    void *data = nullptr;
+    size_t size = 0;
+    if (pcache_get(c, "k0", 2, &data, &size) != PCACHE_OK) return 2;
+    pcache_free(data);
+    // From here no write may reach past the journal's end, in any file.
+    ::signal(SIGXFSZ, SIG_IGN);
+    const rlim_t limit = rlim_t(journal_bytes(db));
+    struct rlimit lim = {limit, limit};
+    if (::setrlimit(RLIMIT_FSIZE, &lim) != 0) return 3;
+    return pcache_close(c) == PCACHE_OK ? 0 : 4;
+  });
+  EXPECT_EQ(wait_for(child), 0);
+  EXPECT_EQ(sql_scalar(db, "PRAGMA integrity_check"), "ok");
+  EXPECT_EQ(shared_hits(db), 1) << "the first process's record, nothing torn";
+  Handle c("sqlite:" + db);
+  std::string v;
+  ASSERT_EQ(c.get("k0", &v), PCACHE_OK);
+  EXPECT_EQ(v, std::string(100, 'x'));
+}
+
 // Processes appending while others fold: every hit is counted once, none lost, none twice.
 TEST(Sqlite, ConcurrentAppendsAndFoldsCountEveryHitOnce) {
   TempDir d;
