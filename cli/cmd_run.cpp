@@ -21,13 +21,15 @@
 namespace progcache::cli {
 namespace {
 
-// The drop-in libraries (libnvrtc.so.N) in dir, or none.
+// The drop-in libraries in dir (libnvrtc.so.N, libnvJitLink.so.N, libnvvm.so.N), or none.
 std::vector<std::string> dropins_in(const std::string &dir) {
   std::vector<std::string> found;
   DIR *d = ::opendir(dir.c_str());
   if (!d) return found;
   while (const dirent *e = ::readdir(d))
-    if (std::strncmp(e->d_name, "libnvrtc.so.", 12) == 0) found.push_back(dir + "/" + e->d_name);
+    for (const char *prefix : {"libnvrtc.so.", "libnvJitLink.so.", "libnvvm.so."})
+      if (std::strncmp(e->d_name, prefix, std::strlen(prefix)) == 0)
+        found.push_back(dir + "/" + e->d_name);
   ::closedir(d);
   return found;
 }
@@ -86,7 +88,7 @@ void say_what_happened(const std::string &report_file, std::pair<int64_t, int64_
       if (what == "bypass") bypassed.push_back(path + " itself (" + text.substr(tab2 + 1) + ")");
       if (what == "other")
         others.push_back(path + " (the drop-in used " + text.substr(tab2 + 1) +
-                         ", named by PCACHE_NVRTC_LIBRARY)");
+                         ", named by its PCACHE_*_LIBRARY variable)");
     }
     std::fclose(f);
   }

@@ -23,35 +23,16 @@
 namespace progcache::dropin {
 namespace {
 
-// The ELF note that marks this file as the drop-in (src/cuda/elf_file.hpp): whichever copy of the
-// core looks for NVRTC (libprogcache in a process started by `progcache run`, say) skips it.
-struct DropinNote {
-  uint32_t name_size = 10, desc_size = 4, type = kFrontEndNoteType;
-  char name[12] = "progcache";
-  uint32_t desc = 1;
-};
-__attribute__((used, section(".note.progcache"), aligned(4))) const DropinNote kDropinNote{};
+PCACHE_DROPIN_NOTE();
 
 __attribute__((constructor)) void on_load() {
   restrict_search_to_real_nvrtc();
 }
 
-// Runs f; an exception becomes the nvrtcResult NVRTC gives for the like (out of memory), or an
-// internal error with the reason on stderr (no real NVRTC to forward to, for one).
+// Runs f: an exception becomes NVRTC's out-of-memory code, or an internal error.
 template <class F>
 nvrtcResult guarded(const char *function, F &&f) noexcept {
-  try {
-    return f();
-  } catch (const std::bad_alloc &) {
-    return NVRTC_ERROR_OUT_OF_MEMORY;
-  } catch (const Error &e) {
-    if (e.status() == Status::no_memory) return NVRTC_ERROR_OUT_OF_MEMORY;
-    std::fprintf(stderr, "progcache drop-in NVRTC: %s: %s\n", function, e.what());
-  } catch (const std::exception &e) {
-    std::fprintf(stderr, "progcache drop-in NVRTC: %s: %s\n", function, e.what());
-  } catch (...) {
-  }
-  return NVRTC_ERROR_INTERNAL_ERROR;
+  return guarded_call("NVRTC", function, NVRTC_ERROR_OUT_OF_MEMORY, NVRTC_ERROR_INTERNAL_ERROR, f);
 }
 
 // Runs f on the live drop-in program behind handle; NVRTC_ERROR_INVALID_PROGRAM for any other.

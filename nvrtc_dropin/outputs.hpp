@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 
+#include "dropin_common/support.hpp"
 #include "util/blob.hpp"
 
 namespace progcache::dropin {
@@ -14,15 +15,6 @@ namespace progcache::dropin {
 // The four outputs NVRTC 13 can have, in payload order.
 enum class OutputKind : int { ptx = 0, cubin = 1, ltoir = 2, optixir = 3 };
 inline constexpr int kOutputKinds = 4;
-
-struct OutputSlot {
-  int32_t size_result = 0;  // what nvrtcGet<X>Size returned
-  int32_t data_result = 0;  // what nvrtcGet<X> returned (size_result when the size call failed)
-  // Whether nvrtcGet<X>Size wrote the size: after a failed compile NVRTC answers success and
-  // leaves the caller's variable as it was.
-  bool size_written = true;
-  std::string bytes;  // nvrtcGet<X>'s bytes (size as nvrtcGet<X>Size reported it)
-};
 
 struct CompileOutputs {
   OutputSlot slots[kOutputKinds];

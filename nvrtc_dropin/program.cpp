@@ -14,30 +14,13 @@
 namespace progcache::dropin {
 namespace {
 
-ForkSafeMutex g_registry_mutex;
-std::unordered_set<const DropinProgram *> g_registry;
+Registry<DropinProgram> g_programs;
 
 nvrtcProgram handle_of(DropinProgram *p) {
   return reinterpret_cast<nvrtcProgram>(p);
 }
 
 }  // namespace
-
-Cache *dropin_cache() {
-  static std::once_flag once;
-  static std::unique_ptr<Cache> cache;  // closed at exit: the shared counters are flushed then
-  std::call_once(once, [] {
-    try {
-      CacheOptions options;
-      options.max_size_bytes = CacheOptions::kConfiguredCap;
-      cache = Cache::open("", options);
-    } catch (const std::exception &e) {
-      std::fprintf(stderr, "progcache drop-in NVRTC: no cache (%s); compiling without one\n",
-                   e.what());
-    }
-  });
-  return cache.get();
-}
 
 namespace {
 
@@ -91,8 +74,7 @@ nvrtcResult DropinProgram::create(nvrtcProgram *out, const char *source, const c
   p->has_name_ = name != nullptr;
   if (name) p->name_ = name;
   for (int i = 0; i < num_headers; ++i) p->headers_.emplace_back(include_names[i], headers[i]);
-  std::lock_guard lock(g_registry_mutex);
-  g_registry.insert(p.get());
+  g_programs.add(p.get());
   *out = handle_of(p.release());
   return NVRTC_SUCCESS;
 }
@@ -102,25 +84,19 @@ nvrtcResult DropinProgram::adopt_real(nvrtcProgram *out, nvrtcProgram real) {
   p->real_ = real;
   p->forward_only_ = true;
   p->state_ = State::real;
-  std::lock_guard lock(g_registry_mutex);
-  g_registry.insert(p.get());
+  g_programs.add(p.get());
   *out = handle_of(p.release());
   return NVRTC_SUCCESS;
 }
 
 DropinProgram *DropinProgram::find(nvrtcProgram handle) {
-  auto *p = reinterpret_cast<DropinProgram *>(handle);
-  std::lock_guard lock(g_registry_mutex);
-  return g_registry.count(p) ? p : nullptr;
+  return g_programs.find(handle);
 }
 
 nvrtcResult DropinProgram::destroy(nvrtcProgram *handle) {
   if (!handle) return NVRTC_ERROR_INVALID_PROGRAM;
   auto *p = reinterpret_cast<DropinProgram *>(*handle);
-  {
-    std::lock_guard lock(g_registry_mutex);
-    if (!g_registry.erase(p)) return NVRTC_ERROR_INVALID_PROGRAM;
-  }
+  if (!g_programs.remove(p)) return NVRTC_ERROR_INVALID_PROGRAM;
   delete p;
   *handle = nullptr;
   return NVRTC_SUCCESS;
@@ -196,24 +172,12 @@ ProgramDesc DropinProgram::describe(const std::vector<std::string> &options) con
 
 namespace {
 
-// Every getter's answer after a compile, as a hit replays them. After a refused compile NVRTC
-// answers the size getters with success and leaves the size as it was: a sentinel tells.
+// Every getter's answer after a compile, as a hit replays them.
 CompileOutputs collect_outputs(const NvrtcApi &real, nvrtcProgram program) {
-  constexpr size_t kUnwritten = ~size_t(0);
   CompileOutputs outputs;
   for (int k = 0; k < kOutputKinds; ++k) {
     const OutputGetters get = getters_of(real, OutputKind(k));
-    OutputSlot &slot = outputs.slots[k];
-    size_t size = kUnwritten;
-    slot.size_result = get.size(program, &size);
-    slot.data_result = slot.size_result;
-    if (slot.size_result != NVRTC_SUCCESS) continue;
-    slot.size_written = size != kUnwritten;
-    if (!slot.size_written) size = 0;
-    slot.bytes.assign(size, '\0');
-    char spare[16];  // an empty output still has its getter called, as a caller would
-    slot.data_result = get.data(program, size ? slot.bytes.data() : spare);
-    if (slot.data_result != NVRTC_SUCCESS) slot.bytes.clear();
+    outputs.slots[k] = collect_slot(get.size, get.data, program);
   }
   return outputs;
 }

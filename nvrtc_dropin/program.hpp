@@ -18,10 +18,10 @@
 
 namespace progcache::dropin {
 
-// The cache drop-in compiles go through: the one pcache_open(NULL, NULL) opens ($PCACHE_URI, the
-// config files, the default cache), opened on first use and closed at exit. Null when it cannot
-// be opened (reported once on stderr): the drop-in then compiles without one.
-Cache *dropin_cache();
+// The cache the drop-in NVRTC's compiles go through (dropin_common/support.hpp).
+inline Cache *dropin_cache() {
+  return dropin_cache("NVRTC");
+}
 
 class DropinProgram {
  public:

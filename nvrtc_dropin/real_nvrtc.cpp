@@ -1,7 +1,5 @@
 #include "real_nvrtc.hpp"
 
-#include <dlfcn.h>
-
 #include <string>
 
 #include "program.hpp"
@@ -19,11 +17,8 @@ const NvrtcApi &real_nvrtc() {
 }
 
 void restrict_search_to_real_nvrtc() {
-  Dl_info info{};
-  std::string self;
-  if (::dladdr(reinterpret_cast<void *>(&restrict_search_to_real_nvrtc), &info) && info.dli_fname)
-    self = info.dli_fname;
-  restrict_nvrtc_search(PCACHE_NVRTC_MAJOR, self);
+  restrict_nvrtc_search(PCACHE_NVRTC_MAJOR,
+                        own_path(reinterpret_cast<void *>(&restrict_search_to_real_nvrtc)));
 }
 
 }  // namespace progcache::dropin

@@ -1,8 +1,9 @@
-/* Preloaded by `progcache run` (LD_PRELOAD): a program that dlopens libnvrtc.so.N by its full path
- * (cuda-pathfinder finds the nvidia-cuda-nvrtc wheel's, CuPy and cuda.core do the same) gets the
- * drop-in NVRTC instead, and the drop-in forwards to the very library the program asked for
- * ($PCACHE_NVRTC_LIBRARY), so that the command compiles with its own NVRTC, through the cache.
- * What it redirected, and what it could not (no drop-in for that major), goes to the file
+/* Preloaded by `progcache run` (LD_PRELOAD): a program that dlopens libnvrtc.so.N,
+ * libnvJitLink.so.N or libnvvm.so.N by its full path (cuda-pathfinder finds the NVIDIA wheels' or
+ * the toolkit's, CuPy and cuda.core do the same) gets the drop-in instead, and the drop-in forwards
+ * to the very library the program asked for ($PCACHE_NVRTC_LIBRARY, $PCACHE_NVJITLINK_LIBRARY,
+ * $PCACHE_NVVM_LIBRARY), so that the command compiles with its own library, through the cache. What
+ * it redirected, and what it could not (no drop-in for that major), goes to the file
  * $PCACHE_RUN_REPORT names, which `progcache run` reads when the command ends.
  *
  * Plain C and libc only: it lives in every process the command starts, before anything else. */
@@ -50,43 +51,61 @@ static int called_by_progcache(const void *addr, const char *dir) {
   return strncmp(slash ? slash + 1 : info.dli_fname, "libprogcache", 12) == 0;
 }
 
-/* The major of a file named libnvrtc.so.N[.x...], or -1. */
-static int major_of_name(const char *path) {
+/* The libraries that have drop-ins: the file name's prefix before the major, the variable that
+ * names the real library to a drop-in, and the words for messages. */
+struct fronted {
+  const char *prefix, *unversioned, *env, *what;
+};
+static const struct fronted kFronted[] = {
+    {"libnvrtc.so.", "libnvrtc.so", "PCACHE_NVRTC_LIBRARY", "NVRTC"},
+    {"libnvJitLink.so.", "libnvJitLink.so", "PCACHE_NVJITLINK_LIBRARY", "nvJitLink"},
+    {"libnvvm.so.", "libnvvm.so", "PCACHE_NVVM_LIBRARY", "libNVVM"},
+};
+
+/* The major of a file named PREFIX N[.x...], or -1. */
+static int major_of_name(const struct fronted *lib, const char *path) {
   const char *slash = strrchr(path, '/');
   const char *base = slash ? slash + 1 : path;
-  if (strncmp(base, "libnvrtc.so.", 12) != 0 || base[12] < '0' || base[12] > '9') return -1;
-  return atoi(base + 12);
+  const size_t n = strlen(lib->prefix);
+  if (strncmp(base, lib->prefix, n) != 0 || base[n] < '0' || base[n] > '9') return -1;
+  return atoi(base + n);
 }
 
-/* The major of libnvrtc at path: from its name, or, for the unversioned libnvrtc.so (a link to
- * libnvrtc.so.N), from the name it resolves to. -1 for anything else. */
-static int nvrtc_major(const char *path) {
-  const int major = major_of_name(path);
-  if (major >= 0) return major;
-  const char *slash = strrchr(path, '/');
-  if (strcmp(slash ? slash + 1 : path, "libnvrtc.so") != 0) return -1;
-  char real[PATH_MAX];
-  return realpath(path, real) ? major_of_name(real) : -1;
+/* The library at path and its major: from its name, or, for the unversioned name (a link to
+ * PREFIX N), from the name it resolves to. Null for anything else. */
+static const struct fronted *fronted_library(const char *path, int *major) {
+  for (size_t i = 0; i < sizeof kFronted / sizeof *kFronted; ++i) {
+    const struct fronted *lib = &kFronted[i];
+    if ((*major = major_of_name(lib, path)) >= 0) return lib;
+    const char *slash = strrchr(path, '/');
+    if (strcmp(slash ? slash + 1 : path, lib->unversioned) != 0) continue;
+    char real[PATH_MAX];
+    if (realpath(path, real) && (*major = major_of_name(lib, real)) >= 0) return lib;
+  }
+  return NULL;
 }
 
 EXPORT void *dlopen(const char *file, int mode) {
   static dlopen_fn real_dlopen;
   if (!real_dlopen) real_dlopen = (dlopen_fn)dlsym(RTLD_NEXT, "dlopen");
   const char *dir = getenv("PCACHE_RUN_DROPIN_DIR");
-  const int major = file && strchr(file, '/') ? nvrtc_major(file) : -1;
-  if (major < 0 || !dir || !*dir || called_by_progcache(__builtin_return_address(0), dir))
+  int major = -1;
+  const struct fronted *lib = file && strchr(file, '/') ? fronted_library(file, &major) : NULL;
+  if (!lib || !dir || !*dir || called_by_progcache(__builtin_return_address(0), dir))
     return real_dlopen(file, mode);
   char dropin[PATH_MAX];
-  snprintf(dropin, sizeof dropin, "%s/libnvrtc.so.%d", dir, major);
+  snprintf(dropin, sizeof dropin, "%s/%s%d", dir, lib->prefix, major);
   if (same_file(dropin, file)) return real_dlopen(file, mode);
   if (access(dropin, R_OK) != 0) {
-    report("bypass", file, "no drop-in for this NVRTC major");
+    char why[128];
+    snprintf(why, sizeof why, "no drop-in for this %s major", lib->what);
+    report("bypass", file, why);
     return real_dlopen(file, mode);
   }
-  /* The drop-in compiles with the library the program chose, unless the user chose one. */
-  const char *chosen = getenv("PCACHE_NVRTC_LIBRARY");
+  /* The drop-in runs the library the program chose, unless the user chose one. */
+  const char *chosen = getenv(lib->env);
   if (!chosen || !*chosen) {
-    setenv("PCACHE_NVRTC_LIBRARY", file, 1);
+    setenv(lib->env, file, 1);
   } else if (!same_file(chosen, file)) {
     report("other", file, chosen);
   }

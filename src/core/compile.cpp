@@ -164,8 +164,9 @@ std::shared_ptr<CompileResult> keep_result(
 // the run and the entry is stored under it. A refusal is not stored: nvJitLink and libNVVM say
 // why in a log that a hit could not reproduce for other inputs of the same names.
 std::shared_ptr<CompileResult> run_jit_and_store(Cache *cache, const ProgramDesc &program,
-                                                 const PreparedCompile &prepared, bool keep) {
-  JitRun run = run_jit(program, cache);
+                                                 const PreparedCompile &prepared, bool keep,
+                                                 const CompileOptions &options) {
+  JitRun run = run_jit(program, cache, options.runner);
   auto r = make_result(program, run.out, run.version, run.context);
   r->tool = jit_library_name(program);
   auto store_fn = [&](CompileResult &result) -> std::string {
@@ -184,8 +185,8 @@ std::shared_ptr<CompileResult> run_jit_and_store(Cache *cache, const ProgramDesc
 std::shared_ptr<CompileResult> compile_and_store(Cache *cache, const ProgramDesc &program,
                                                  const PreparedCompile &prepared, bool keep,
                                                  const CompileOptions &options) {
-  if (program.code_type != CodeType::cxx && !options.runner)
-    return run_jit_and_store(cache, program, prepared, keep);
+  if (program.code_type != CodeType::cxx)
+    return run_jit_and_store(cache, program, prepared, keep, options);
   const NvrtcLocation loc = locate_nvrtc(cache);
   NvrtcObservation recording;
   NvrtcOutput out = run_observed(loc, program, options, &recording);

@@ -32,8 +32,9 @@ struct CompileResult {
 struct CompileOptions {
   uint32_t wait_timeout_ms = 300000;  // how long to wait for another compile of the same program
   bool bypass = false;                // compile always, store nothing (PCACHE_DISABLE=1)
-  // What compiles on a miss: null runs NVRTC as located (Nvrtc::compile). The drop-in NVRTC
-  // passes its own (a real program it keeps, every output collected into `code`).
+  // What compiles on a miss: null runs the program's library as located (NVRTC, observed;
+  // nvJitLink; libNVVM). A front end of a library's API (the drop-ins) passes its own: a real
+  // program it keeps, every output collected into `code`. The key is the same either way.
   std::function<NvrtcOutput(const ProgramDesc &)> runner;
 };
 

@@ -64,12 +64,17 @@ KeyContext jit_key_context(const ProgramDesc &program, MemoStore *memos) {
   return context;
 }
 
-JitRun run_jit(const ProgramDesc &program, MemoStore *memos) {
+JitRun run_jit(const ProgramDesc &program, MemoStore *memos, const JitRunner &runner) {
   const LibrarySpec &spec = library_of(program);
   const LibraryLocation loc = locate_library(spec, memos);
   JitRun run;
   run.context.name_in_identity = true;
-  if (program.code_type == CodeType::nvvm) {
+  if (runner) {
+    // The front end links libdevice itself, if at all: keyed as the key context keys it.
+    run.context.environment = jit_key_context(program, memos).environment;
+    run.out = runner(program);
+    run.version = run.out.library_version;
+  } else if (program.code_type == CodeType::nvvm) {
     const Nvvm &nvvm = Nvvm::load(loc);
     run.version = nvvm.version();
     std::vector<NvvmModule> modules{{program.name, program.source.str()}};

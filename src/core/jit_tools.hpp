@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 
 #include "core/key.hpp"
 #include "cuda/nvrtc.hpp"
@@ -30,8 +31,10 @@ struct JitRun {
 };
 // "nvJitLink" or "libNVVM": which library runs a non-C++ program.
 const char *jit_library_name(const ProgramDesc &program);
-// Runs the program's library (loading it). Throws Error(cuda_unavailable) when it cannot be
-// loaded, Error(no_memory).
-JitRun run_jit(const ProgramDesc &program, MemoStore *memos);
+// A front end's own run of the program (CompileOptions::runner): it loads the library itself.
+using JitRunner = std::function<NvrtcOutput(const ProgramDesc &)>;
+// Runs the program's library (loading it), or runner when one is given. Throws
+// Error(cuda_unavailable) when it cannot be loaded, Error(no_memory).
+JitRun run_jit(const ProgramDesc &program, MemoStore *memos, const JitRunner &runner = {});
 
 }  // namespace progcache

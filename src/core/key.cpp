@@ -518,6 +518,9 @@ void check_program(const ProgramDesc &p) {
   for (const LinkInput &in : p.link_inputs)
     if (in.kind < LinkInputKind::cubin || in.kind > LinkInputKind::library)
       throw Error(Status::invalid_arg, "unknown link input kind " + std::to_string(int(in.kind)));
+  // A front end of a JIT library's API (the drop-ins) stores every output of a run under its own
+  // target, whatever the code type.
+  if (p.target == Target::nvrtc_outputs) return;
   const bool to_cubin = p.target == Target::cubin, to_ptx = p.target == Target::ptx;
   if (p.code_type == CodeType::ptx && !to_cubin)
     throw Error(Status::invalid_arg,

@@ -38,6 +38,8 @@ struct NvrtcOutput {
   std::vector<std::pair<std::string, std::string>> lowered_names;  // name expression -> symbol
   uint64_t compile_us = 0;
   int32_t nvrtc_result = 0;  // the nvrtcResult that refused the program (0 when ok)
+  uint32_t library_version =
+      0;  // a front end's runner: its library's, as CUDA_VERSION (0: unknown)
 };
 
 // NVRTC's private "create program with extensions" (exported, undocumented).

@@ -1,0 +1,117 @@
+#include "support.hpp"
+
+#include <dlfcn.h>
+
+#include <cstdio>
+#include <exception>
+#include <memory>
+#include <mutex>
+
+#include "core/cache.hpp"
+#include "core/key.hpp"
+#include "cuda/jit_library.hpp"
+#include "util/hex.hpp"
+
+namespace progcache::dropin {
+
+Cache *dropin_cache(const char *library) {
+  static std::once_flag once;
+  static std::unique_ptr<Cache> cache;  // closed at exit: the shared counters are flushed then
+  std::call_once(once, [library] {
+    try {
+      CacheOptions options;
+      options.max_size_bytes = CacheOptions::kConfiguredCap;
+      cache = Cache::open("", options);
+    } catch (const std::exception &e) {
+      std::fprintf(stderr, "progcache drop-in %s: no cache (%s); compiling without one\n", library,
+                   e.what());
+    }
+  });
+  return cache.get();
+}
+
+std::string own_path(const void *address) {
+  Dl_info info{};
+  if (::dladdr(address, &info) && info.dli_fname) return info.dli_fname;
+  return "";
+}
+
+namespace {
+constexpr uint32_t kSizeWritten = 1;
+}  // namespace
+
+void write_slot(ByteWriter &w, const OutputSlot &slot) {
+  w.u32(uint32_t(slot.size_result));
+  w.u32(uint32_t(slot.data_result));
+  w.u32(slot.size_written ? kSizeWritten : 0);
+  w.u64(slot.bytes.size());
+  w.bytes(slot.bytes);
+}
+
+void read_slot(ByteReader &r, OutputSlot *slot) {
+  slot->size_result = int32_t(r.u32());
+  slot->data_result = int32_t(r.u32());
+  const uint32_t flags = r.u32();
+  if (flags & ~kSizeWritten) r.fail();
+  slot->size_written = flags & kSizeWritten;
+  const uint64_t size = r.u64();
+  slot->bytes = std::string(r.bytes(size > SIZE_MAX ? SIZE_MAX : size_t(size)));
+}
+
+namespace {
+std::string chained(std::string_view chain, std::string_view call) {
+  const std::string text = CallText().add(chain).add(call).text();
+  const ContentDigest d = content_digest(ByteView(text));
+  return std::string(d.begin(), d.end());
+}
+}  // namespace
+
+AcceptedCalls::AcceptedCalls(std::string_view build, std::string_view call)
+    : chain_(chained(build, call)) {}
+
+void AcceptedCalls::add(std::string_view call) {
+  chain_ = chained(chain_, call);
+}
+
+bool AcceptedCalls::known(Cache *cache) const {
+  if (!cache) return false;
+  const auto memo = cache->load_memo("accepted/" + to_hex(ByteView(chain_)));
+  return memo && *memo == "1";
+}
+
+void AcceptedCalls::remember(Cache *cache) const {
+  if (cache) cache->save_memo("accepted/" + to_hex(ByteView(chain_)), "1");
+}
+
+CallText &CallText::add(std::string_view part) {
+  add(uint64_t(part.size()));
+  text_.append(part);
+  return *this;
+}
+
+CallText &CallText::add(uint64_t number) {
+  for (int i = 0; i < 8; ++i) text_.push_back(char(number >> (8 * i)));
+  return *this;
+}
+
+}  // namespace progcache::dropin
+
+namespace progcache::dropin {
+
+LibraryLocation real_location(const LibrarySpec &spec, const char *library) {
+  return locate_library(spec, dropin_cache(library));
+}
+
+std::string real_build(const LibrarySpec &spec, const char *library) {
+  return library_build(spec, real_location(spec, library));
+}
+
+void *real_function(const LibrarySpec &spec, const char *library, const char *name) {
+  static std::mutex mutex;
+  static void *handle = nullptr;  // one real library per drop-in
+  std::lock_guard lock(mutex);
+  if (!handle) handle = open_library(spec, real_location(spec, library));
+  return ::dlsym(handle, name);
+}
+
+}  // namespace progcache::dropin
