@@ -73,14 +73,15 @@ void AcceptedCalls::add(std::string_view call) {
   chain_ = chained(chain_, call);
 }
 
-bool AcceptedCalls::known(Cache *cache) const {
-  if (!cache) return false;
-  const auto memo = cache->load_memo("accepted/" + to_hex(ByteView(chain_)));
-  return memo && *memo == "1";
+std::optional<std::string> AcceptedCalls::known(Cache *cache) const {
+  if (!cache) return std::nullopt;
+  auto memo = cache->load_memo("accepted/" + to_hex(ByteView(chain_)));
+  if (!memo || memo->empty() || (*memo)[0] != '1') return std::nullopt;
+  return memo->substr(1);
 }
 
-void AcceptedCalls::remember(Cache *cache) const {
-  if (cache) cache->save_memo("accepted/" + to_hex(ByteView(chain_)), "1");
+void AcceptedCalls::remember(Cache *cache, std::string_view answers) const {
+  if (cache) cache->save_memo("accepted/" + to_hex(ByteView(chain_)), "1" + std::string(answers));
 }
 
 CallText &CallText::add(std::string_view part) {

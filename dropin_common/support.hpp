@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <exception>
 #include <new>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_set>
@@ -107,8 +108,10 @@ class AcceptedCalls {
   // build: the real library's exact build (library_build); call: the creating call's arguments.
   AcceptedCalls(std::string_view build, std::string_view call);
   void add(std::string_view call);
-  bool known(Cache *cache) const;
-  void remember(Cache *cache) const;
+  // Whether the calls so far were accepted, and what the drop-in kept of the real program's
+  // answers then (a log it asks for, say; "" for none). nullopt: not known.
+  std::optional<std::string> known(Cache *cache) const;
+  void remember(Cache *cache, std::string_view answers = {}) const;
 
  private:
   std::string chain_;  // the digest of the calls so far

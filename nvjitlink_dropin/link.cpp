@@ -73,7 +73,7 @@ nvJitLinkResult DropinLink::create(nvJitLinkHandle *out, uint32_t num_options,
   std::unique_ptr<DropinLink> p;
   if (modelled) {
     p.reset(new DropinLink(std::move(opts), AcceptedCalls(real_nvjitlink_build(), call.text())));
-    if (!p->accepted_.known(cache())) real = &real_nvjitlink();
+    if (!p->accepted_.known(cache()).has_value()) real = &real_nvjitlink();
   }
   if (real) {
     // What nvJitLink makes of these options (or of NULLs) is nvJitLink's to say.
@@ -152,7 +152,7 @@ nvJitLinkResult DropinLink::add(Input input, const CallText &call, OnReal &&on_r
   }
   AcceptedCalls next = accepted_;
   next.add(call.text());
-  if (!real_ && next.known(cache())) {
+  if (!real_ && next.known(cache()).has_value()) {
     inputs_.push_back(std::move(input));
     accepted_ = std::move(next);
     return NVJITLINK_SUCCESS;

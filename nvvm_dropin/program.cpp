@@ -128,21 +128,31 @@ nvvmResult DropinNvvm::record(Call call, OnReal &&on_real) {
                .add(call.name)
                .add(call.bytes)
                .text());
-  if (!real_ && next.known(cache())) {
-    calls_.push_back(std::move(call));
-    accepted_ = std::move(next);
-    return NVVM_SUCCESS;
-  }
+  log_after_call_.reset();
+  if (!real_)
+    if (const auto answers = next.known(cache())) {
+      calls_.push_back(std::move(call));
+      accepted_ = std::move(next);
+      ByteReader r(*answers);
+      OutputSlot log;
+      read_slot(r, &log);
+      if (r.done()) log_after_call_ = std::move(log);
+      return NVVM_SUCCESS;
+    }
   nvvmResult rc = ensure_real();
   if (rc != NVVM_SUCCESS) return rc;
   state_ = State::real;
   rc = on_real();
   calls_.push_back(std::move(call));
   accepted_ = next;
-  if (rc == NVVM_SUCCESS)
-    next.remember(cache());
-  else
+  if (rc != NVVM_SUCCESS) {
     forward_only_ = true;  // what a refused call leaves behind is the real program's
+    return rc;
+  }
+  const NvvmApi &real = real_nvvm();
+  ByteWriter log;
+  write_slot(log, collect_slot(real.log_size, real.log, real_));
+  next.remember(cache(), log.take());
   return rc;
 }
 
@@ -218,6 +228,7 @@ nvvmResult DropinNvvm::compile(int num_options, const char **options) {
   auto on_real = [&] { return real_nvvm().compile(real_, num_options, options); };
   const bool again = compiled_;
   compiled_ = true;
+  log_after_call_.reset();
   if (forward_only_ || again || !modelled(num_options, options)) return forward(on_real);
   const std::vector<std::string> opts(options, options + num_options);
   bool ran_here = false;
@@ -245,10 +256,19 @@ nvvmResult DropinNvvm::compile(int num_options, const char **options) {
   return NVVM_SUCCESS;
 }
 
+// The slot that answers a getter without the real library: the compile's, or the log remembered
+// with the last call. Null: the real program answers.
+const OutputSlot *DropinNvvm::answering_slot(NvvmOutput which) const {
+  if (state_ == State::answered) return &outputs_[int(which)];
+  if (state_ == State::recorded && !real_ && which == NvvmOutput::log && log_after_call_)
+    return &*log_after_call_;
+  return nullptr;
+}
+
 nvvmResult DropinNvvm::output_size(NvvmOutput which, size_t *size) {
   std::lock_guard lock(mutex_);
-  if (state_ == State::answered && size) {
-    const OutputSlot &slot = outputs_[int(which)];
+  if (const OutputSlot *answer = answering_slot(which); answer && size) {
+    const OutputSlot &slot = *answer;
     if (slot.size_result == NVVM_SUCCESS && slot.size_written) *size = slot.bytes.size();
     return nvvmResult(slot.size_result);
   }
@@ -259,8 +279,8 @@ nvvmResult DropinNvvm::output_size(NvvmOutput which, size_t *size) {
 
 nvvmResult DropinNvvm::output(NvvmOutput which, char *buffer) {
   std::lock_guard lock(mutex_);
-  if (state_ == State::answered && buffer) {
-    const OutputSlot &slot = outputs_[int(which)];
+  if (const OutputSlot *answer = answering_slot(which); answer && buffer) {
+    const OutputSlot &slot = *answer;
     if (slot.data_result == NVVM_SUCCESS && !slot.bytes.empty())
       std::memcpy(buffer, slot.bytes.data(), slot.bytes.size());
     return nvvmResult(slot.data_result);

@@ -11,6 +11,7 @@
 #include <nvvm.h>
 
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -63,6 +64,7 @@ class DropinNvvm {
   nvvmResult record(Call call, OnReal &&on_real);
   NvrtcOutput run_real(int num_options, const char **options);
   ProgramDesc describe(const std::vector<std::string> &options) const;
+  const OutputSlot *answering_slot(NvvmOutput which) const;
 
   std::mutex mutex_;
   std::vector<Call> calls_;
@@ -73,6 +75,9 @@ class DropinNvvm {
   std::vector<std::string> compile_options_;  // the answered compile's, replayed onto a real one
   State state_ = State::recorded;
   OutputSlot outputs_[kNvvmOutputs];
+  // The real program's log after the last call, as remembered with it (numba-cuda asks for the
+  // log after nvvmVerifyProgram): answered while no other call has been made.
+  std::optional<OutputSlot> log_after_call_;
 };
 
 std::string encode_nvvm_outputs(const OutputSlot (&outputs)[kNvvmOutputs]);

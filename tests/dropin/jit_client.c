@@ -146,13 +146,21 @@ static void dump_nvvm(const char *c, nvvmProgram p) {
   DUMP(c, "log", nvvmGetProgramLogSize, nvvmGetProgramLog, p);
 }
 
-/* One libNVVM program: modules ("m:file" added, "n:file" added with no name, "z:file" lazily),
+/* One libNVVM program: modules ("m:file" added, "n:file" added with no name, "z:file" lazily,
+ * "v:" a verify and the log after it),
  * verified first when verify, compiled complete_times times (-1: the log asked for before). */
 static void nvvm_case(const char *c, const char **modules, int verify, int num_options,
                       const char **options, int compile_times) {
   nvvmProgram p = NULL;
   say(c, "create", nvvmCreateProgram(&p));
   for (const char **m = modules; *m; ++m) {
+    if ((*m)[0] == 'v') { /* a verify here, and the log it leaves (numba-cuda asks for it) */
+      char verified[128];
+      snprintf(verified, sizeof verified, "%s_verified", c);
+      say(c, "verify here", nvvmVerifyProgram(p, num_options, options));
+      DUMP(verified, "log", nvvmGetProgramLogSize, nvvmGetProgramLog, p);
+      continue;
+    }
     size_t n = 0;
     char *bytes = slurp(*m + 2, &n);
     if (!bytes) {
@@ -188,8 +196,8 @@ static void nvvm(void) {
   nvvm_case("libdevice", (const char *[]){"m:kernel.ll", "z:libdevice.10.bc", NULL}, 0, 1, arch, 1);
   nvvm_case("two", (const char *[]){"n:caller.ll", "m:helper.ll", NULL}, 1, 3, opt, 1);
   nvvm_case("numba_style",
-            (const char *[]){"n:caller.ll", "n:helper.ll", "z:libdevice.10.bc", NULL}, 1, 1, arch,
-            1);
+            (const char *[]){"n:caller.ll", "n:helper.ll", "v:", "z:libdevice.10.bc", NULL}, 0, 1,
+            arch, 1);
   nvvm_case("lto", (const char *[]){"m:kernel.ll", "z:libdevice.10.bc", NULL}, 0, 2, lto, 1);
   int v[6] = {0};
   say("version", "call", nvvmVersion(&v[0], &v[1]));

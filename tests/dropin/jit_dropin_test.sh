@@ -185,6 +185,32 @@ else
   echo "skip: cuda-bindings (PCACHE_TEST_CUDA_CORE unset: no PyPI)"
 fi
 
+# numba-cuda (PCACHE_TEST_NUMBA: a directory with numba-cuda, numba and llvmlite; cuda-bindings
+# from PCACHE_TEST_CUDA_CORE): cuda.compile_ptx of four kernels, real vs cold vs warm, the warm run
+# all hits and no real libNVVM mapped.
+if [ -n "${PCACHE_TEST_NUMBA:-}" ] && [ -n "${PCACHE_TEST_CUDA_CORE:-}" ]; then
+  nb=(env PYTHONPATH="$PCACHE_TEST_NUMBA:$PCACHE_TEST_CUDA_CORE" CUDA_HOME="$toolkit" python3
+      "$(cd "$(dirname "$0")" && pwd)/numba_client.py")
+  for tag in nb_real nb_cold nb_warm; do mkdir -p "$work/$tag"; done
+  "${nb[@]}" "$work/nb_real" "$work/nb_real.maps" 2>"$work/nb_real.err" ||
+    fail "numba-cuda on the real libNVVM failed: $(tail -5 "$work/nb_real.err")"
+  maps_real nb_real libnvvm || fail "numba-cuda did not load the real libNVVM (the check is blind)"
+  for tag in nb_cold nb_warm; do
+    PCACHE_URI=sqlite:$work/nb.db "$pc" run --preload -- "${nb[@]}" "$work/$tag" "$work/$tag.maps" \
+      2>"$work/$tag.err" || fail "numba-cuda through the drop-ins ($tag) failed: $(tail -5 "$work/$tag.err")"
+  done
+  same nb_cold nb_real
+  same nb_warm nb_real
+  ! maps_real nb_warm libnvvm || fail "numba-cuda's warm run mapped the real libNVVM"
+  nb_hits=$(PCACHE_URI=sqlite:$work/nb.db stat_field hits)
+  nb_misses=$(PCACHE_URI=sqlite:$work/nb.db stat_field misses)
+  [ "$nb_hits" = 4 ] && [ "$nb_misses" = 4 ] ||
+    fail "numba-cuda: $nb_misses misses cold and $nb_hits hits warm, want 4 and 4"
+  echo "numba-cuda: 4 kernels, cold $nb_misses misses, warm $nb_hits hits, no real libNVVM mapped warm"
+else
+  echo "skip: numba-cuda (PCACHE_TEST_NUMBA unset: no PyPI)"
+fi
+
 "$pc" ls >"$work/ls.txt"
 grep -q 'nvJitLink' "$work/ls.txt" || fail "ls does not show the nvJitLink drop-in's entries: $(cat "$work/ls.txt")"
 grep -q 'libNVVM' "$work/ls.txt" || fail "ls does not show the libNVVM drop-in's entries"
