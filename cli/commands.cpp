@@ -183,16 +183,16 @@ std::vector<Command> make_commands() {
        cmd_import},
       {"run",
        "[--preload] [-- COMMAND [ARGS...]]",
-       "run a command with the drop-in NVRTC: its NVRTC compiles are cached",
-       "Runs COMMAND with progcache's drop-in libnvrtc first on LD_LIBRARY_PATH, so a program\n"
-       "linked with -lnvrtc, or one that dlopens libnvrtc.so.N, compiles through the cache with\n"
-       "no change to its code: a hit answers every NVRTC call from the cache without loading the\n"
-       "real NVRTC; a miss compiles with the real one and stores every output. --cache sets the\n"
-       "cache for COMMAND (PCACHE_URI). PCACHE_DISABLE=1 turns caching off. Exit status:\n"
-       "COMMAND's, or 127 if it cannot be found. See docs/transparent.md.",
+       "run a command with the drop-in NVRTC, nvJitLink and libNVVM: its JIT work is cached",
+       "Runs COMMAND with progcache's drop-in libnvrtc, libnvJitLink and libnvvm first on\n"
+       "LD_LIBRARY_PATH, so a program linked with them, or one that dlopens them, compiles and\n"
+       "links through the cache with no change to its code: a hit answers every call from the\n"
+       "cache without loading the real library; a miss runs the real one and stores every\n"
+       "output. --cache sets the cache for COMMAND (PCACHE_URI). PCACHE_DISABLE=1 turns caching\n"
+       "off. Exit status: COMMAND's, or 127 if it cannot be found. See docs/transparent.md.",
        {{"preload", 0, nullptr,
-         "also LD_PRELOAD the drop-in, for programs that look for an already loaded libnvrtc\n"
-         "before loading one by path (cuda-python's pathfinder with NVRTC wheels installed)"}},
+         "also LD_PRELOAD the drop-ins, for programs that look for an already loaded library\n"
+         "before loading one by path (cuda-pathfinder: cuda-python, numba-cuda)"}},
        0,
        0,
        Opens::nothing,

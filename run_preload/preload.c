@@ -85,10 +85,35 @@ static const struct fronted *fronted_library(const char *path, int *major) {
   return NULL;
 }
 
+/* A bare unversioned name (dlopen("libnvvm.so"): cuda-pathfinder asks so) where the drop-in
+ * directory has no link of that name (a wheel cannot hold one): the drop-in of the highest major
+ * there, which the loader would not find by that name. 0 when there is none, or the directory
+ * has the name (the loader finds it first on LD_LIBRARY_PATH). */
+static int unversioned_dropin(const char *file, const char *dir, char *out, size_t size) {
+  for (size_t i = 0; i < sizeof kFronted / sizeof *kFronted; ++i) {
+    const struct fronted *lib = &kFronted[i];
+    if (strcmp(file, lib->unversioned) != 0) continue;
+    snprintf(out, size, "%s/%s", dir, lib->unversioned);
+    if (access(out, R_OK) == 0) return 0;
+    for (int major = 99; major >= 0; --major) {
+      snprintf(out, size, "%s/%s%d", dir, lib->prefix, major);
+      if (access(out, R_OK) == 0) return 1;
+    }
+  }
+  return 0;
+}
+
 EXPORT void *dlopen(const char *file, int mode) {
   static dlopen_fn real_dlopen;
   if (!real_dlopen) real_dlopen = (dlopen_fn)dlsym(RTLD_NEXT, "dlopen");
   const char *dir = getenv("PCACHE_RUN_DROPIN_DIR");
+  char bare[PATH_MAX];
+  if (file && !strchr(file, '/') && dir && *dir &&
+      !called_by_progcache(__builtin_return_address(0), dir) &&
+      unversioned_dropin(file, dir, bare, sizeof bare)) {
+    report("redirect", file, bare);
+    return real_dlopen(bare, mode);
+  }
   int major = -1;
   const struct fronted *lib = file && strchr(file, '/') ? fronted_library(file, &major) : NULL;
   if (!lib || !dir || !*dir || called_by_progcache(__builtin_return_address(0), dir))

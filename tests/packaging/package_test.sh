@@ -51,6 +51,11 @@ case "$resolved" in "$root"/*) ;; *) echo "progcache resolves libprogcache to '$
 # The drop-in NVRTC, in the command's package, off the loader's path, found by `progcache run`.
 dropin=$(ls "$root"/lib/*-linux-gnu/progcache/nvrtc/libnvrtc.so.13)
 [ "$(dpkg-deb -c "$(ls "$work"/debs/progcache_*.deb)" | grep -c 'progcache/nvrtc/libnvrtc.so.13$')" = 1 ]
+# ...with the drop-in nvJitLink and libNVVM beside it, and their unversioned names.
+for jit in libnvJitLink.so.13 libnvvm.so.4; do
+  test -f "$(dirname "$dropin")/$jit"
+  [ "$(readlink "$(dirname "$dropin")/${jit%.*}")" = "$jit" ]
+done
 case "$("$root/bin/progcache" run -- sh -c 'echo "$LD_LIBRARY_PATH"')" in
   "$(dirname "$dropin")"*) ;;
   *) echo "progcache run does not put the packaged drop-in first"; exit 1 ;;
