@@ -160,6 +160,54 @@ for mode in link nvvm; do
   [ "$(stat_field misses)" -gt "$misses0" ] || fail "$mode: edited inputs did not miss"
 done
 
+# Another build of each library (PCACHE_TEST_JIT_OTHER: the nvidia-nvjitlink and nvidia-nvvm
+# 13.5 wheels, against the toolkit's 13.0), on the same cache and the same (edited) inputs: the
+# drop-ins run it (PCACHE_*_LIBRARY) and never answer with the toolkit build's entries (every
+# success misses cold, then hits warm), the answers are that build's, and the toolkit's entries
+# still hit afterwards. pcache_compile (the CLI) the same, and with another libdevice.
+if [ -n "${PCACHE_TEST_JIT_OTHER:-}" ]; then
+  other=$PCACHE_TEST_JIT_OTHER/nvidia/cu13
+  export PCACHE_NVJITLINK_LIBRARY=$other/lib/libnvJitLink.so.13 PCACHE_NVVM_LIBRARY=$other/lib/libnvvm.so.4
+  for mode in link-ok nvvm-ok; do
+    LD_LIBRARY_PATH=$other/lib run "real_other_$mode" "$mode" env
+    maps_real "real_other_$mode" "$other/lib" || fail "the other build's real run did not map it"
+    made=$(grep -c 'complete: 0\|compile: 0' "$work/real_other_$mode/transcript.txt")
+    misses0=$(stat_field misses) hits0=$(stat_field hits)
+    run "other_cold_$mode" "$mode" "$pc" run --
+    same "other_cold_$mode" "real_other_$mode"
+    [ $(($(stat_field misses) - misses0)) = "$made" ] && [ "$(stat_field hits)" = "$hits0" ] ||
+      fail "$mode: the other build hit the toolkit build's entries ($(($(stat_field hits) - hits0)) hits)"
+    hits0=$(stat_field hits)
+    run "other_warm_$mode" "$mode" "$pc" run --
+    same "other_warm_$mode" "real_other_$mode"
+    [ $(($(stat_field hits) - hits0)) = "$made" ] || fail "$mode: the other build's warm run is not all hits"
+    echo "$mode: the 13.5 build: $made misses cold, $made hits warm, none from 13.0's entries"
+  done
+  cmp -s "$work/real_other_nvvm-ok/libdevice.result" "$work/real_edited_nvvm/libdevice.result" &&
+    echo "note: libNVVM 13.5 and 13.0 compile the libdevice case to the same PTX"
+  unset PCACHE_NVJITLINK_LIBRARY PCACHE_NVVM_LIBRARY
+  LD_LIBRARY_PATH=$real_libs run real_edited_link-ok link-ok env
+  misses0=$(stat_field misses)
+  run edited_again_link-ok link-ok "$pc" run --
+  same edited_again_link-ok real_edited_link-ok
+  [ "$(stat_field misses)" = "$misses0" ] || fail "the toolkit's links missed after the other build's run"
+  # pcache_compile and pcache_link through the CLI: the library build and libdevice are keyed.
+  cli() { "$pc" --cache "sqlite:$work/cli.db" compile "$@" 2>/dev/null | awk 'NR == 1 { sub(":", "", $1); print $1 }'; }
+  [ "$(cli "$in/k.ptx" -o "$work/k1.cubin")" = miss ] || fail "cli: the first PTX compile did not miss"
+  [ "$(cli "$in/k.ptx" -o "$work/k1.cubin")" = hit ] || fail "cli: the second PTX compile did not hit"
+  [ "$(PCACHE_NVJITLINK_LIBRARY=$other/lib/libnvJitLink.so.13 cli "$in/k.ptx" -o "$work/k2.cubin")" = miss ] ||
+    fail "cli: nvJitLink 13.5 hit 13.0's entry"
+  [ "$(cli "$in/kernel.ll" -o "$work/k1.ptx" -- -use-libdevice)" = miss ] || fail "cli: libdevice compile did not miss"
+  [ "$(cli "$in/kernel.ll" -o "$work/k1.ptx" -- -use-libdevice)" = hit ] || fail "cli: libdevice compile did not hit"
+  [ "$(PCACHE_LIBDEVICE=$other/nvvm/libdevice/libdevice.10.bc cli "$in/kernel.ll" -o "$work/k2.ptx" -- -use-libdevice)" = miss ] ||
+    fail "cli: another libdevice hit the first one's entry"
+  [ "$(PCACHE_NVVM_LIBRARY=$other/lib/libnvvm.so.4 cli "$in/kernel.ll" -o "$work/k3.ptx" -- -use-libdevice)" = miss ] ||
+    fail "cli: libNVVM 13.5 hit 13.0's entry"
+  echo "cli: another nvJitLink, libNVVM or libdevice misses"
+else
+  echo "skip: another nvJitLink and libNVVM build (PCACHE_TEST_JIT_OTHER unset: no PyPI)"
+fi
+
 # NVIDIA's Python bindings (cuda-pathfinder finds the libraries and dlopens them by full path:
 # run's helper sends each to its drop-in), through a cache of their own. The inputs are the edited
 # ones; the bad IR fails on purpose, so the warm run maps libNVVM for that one (the C client
