@@ -6,6 +6,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <climits>
 #include <csignal>
@@ -21,16 +23,24 @@
 namespace progcache::cli {
 namespace {
 
-// The drop-in libraries in dir (libnvrtc.so.N, libnvJitLink.so.N, libnvvm.so.N), or none.
-std::vector<std::string> dropins_in(const std::string &dir) {
+// The drop-in libraries in dir (libnvrtc.so.N, libnvJitLink.so.N, libnvvm.so.N), or none; with
+// newest_only, only the highest major of each library.
+std::vector<std::string> dropins_in(const std::string &dir, bool newest_only = false) {
+  static const char *const kPrefixes[] = {"libnvrtc.so.", "libnvJitLink.so.", "libnvvm.so."};
   std::vector<std::string> found;
+  int newest[3] = {-1, -1, -1};
   DIR *d = ::opendir(dir.c_str());
   if (!d) return found;
   while (const dirent *e = ::readdir(d))
-    for (const char *prefix : {"libnvrtc.so.", "libnvJitLink.so.", "libnvvm.so."})
-      if (std::strncmp(e->d_name, prefix, std::strlen(prefix)) == 0)
-        found.push_back(dir + "/" + e->d_name);
+    for (int i = 0; i < 3; ++i) {
+      const size_t n = std::strlen(kPrefixes[i]);
+      if (std::strncmp(e->d_name, kPrefixes[i], n) != 0 || !std::isdigit(e->d_name[n])) continue;
+      if (!newest_only) found.push_back(dir + "/" + e->d_name);
+      newest[i] = std::max(newest[i], std::atoi(e->d_name + n));
+    }
   ::closedir(d);
+  for (int i = 0; newest_only && i < 3; ++i)
+    if (newest[i] >= 0) found.push_back(dir + "/" + kPrefixes[i] + std::to_string(newest[i]));
   return found;
 }
 
@@ -116,7 +126,9 @@ int cmd_run(Invocation &in) {
     prepend_env("LD_PRELOAD", helper, ' ');
   ::setenv("PCACHE_RUN_DROPIN_DIR", dir.c_str(), 1);
   if (in.has("preload"))
-    for (const std::string &lib : dropins_in(dir)) prepend_env("LD_PRELOAD", lib, ' ');
+    // One major of each: two majors of one library in the global scope would answer each
+    // other's calls (a program of 13 bound to the 12 drop-in, which finds no NVRTC 12).
+    for (const std::string &lib : dropins_in(dir, true)) prepend_env("LD_PRELOAD", lib, ' ');
   // The cache the command's compiles go through must be usable now: a typo would otherwise run
   // the whole command uncached without a word. Its paths are made absolute first: the command
   // may change directory before it compiles.

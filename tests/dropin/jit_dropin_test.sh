@@ -233,28 +233,34 @@ else
   echo "skip: cuda-bindings (PCACHE_TEST_CUDA_CORE unset: no PyPI)"
 fi
 
-# numba-cuda (PCACHE_TEST_NUMBA: a directory with numba-cuda, numba and llvmlite; cuda-bindings
-# from PCACHE_TEST_CUDA_CORE): cuda.compile_ptx of four kernels, real vs cold vs warm, the warm run
-# all hits and no real libNVVM mapped.
+# numba-cuda and numba's own CUDA target (PCACHE_TEST_NUMBA: a directory with numba-cuda, numba,
+# llvmlite and packaging; cuda-bindings from PCACHE_TEST_CUDA_CORE): cuda.compile_ptx of four
+# kernels, real vs cold vs warm, the warm run all hits and no real libNVVM mapped. numba-cuda
+# reaches libNVVM through cuda.bindings.nvvm (and asks NVRTC for its architectures); numba's own
+# target through ctypes, dlopen("libnvvm.so").
 if [ -n "${PCACHE_TEST_NUMBA:-}" ] && [ -n "${PCACHE_TEST_CUDA_CORE:-}" ]; then
-  nb=(env PYTHONPATH="$PCACHE_TEST_NUMBA:$PCACHE_TEST_CUDA_CORE" CUDA_HOME="$toolkit" python3
-      "$(cd "$(dirname "$0")" && pwd)/numba_client.py")
-  for tag in nb_real nb_cold nb_warm; do mkdir -p "$work/$tag"; done
-  "${nb[@]}" "$work/nb_real" "$work/nb_real.maps" 2>"$work/nb_real.err" ||
-    fail "numba-cuda on the real libNVVM failed: $(tail -5 "$work/nb_real.err")"
-  maps_real nb_real libnvvm || fail "numba-cuda did not load the real libNVVM (the check is blind)"
-  for tag in nb_cold nb_warm; do
-    PCACHE_URI=sqlite:$work/nb.db "$pc" run --preload -- "${nb[@]}" "$work/$tag" "$work/$tag.maps" \
-      2>"$work/$tag.err" || fail "numba-cuda through the drop-ins ($tag) failed: $(tail -5 "$work/$tag.err")"
+  for variant in numba-cuda numba; do
+    flag=$([ $variant = numba-cuda ] && echo --numba-cuda || true)
+    nb=(env PYTHONPATH="$PCACHE_TEST_NUMBA:$PCACHE_TEST_CUDA_CORE" CUDA_HOME="$toolkit" python3
+        "$(cd "$(dirname "$0")" && pwd)/numba_client.py" $flag)
+    for tag in real cold warm; do mkdir -p "$work/$variant-$tag"; done
+    "${nb[@]}" "$work/$variant-real" "$work/$variant-real.maps" 2>"$work/$variant-real.err" ||
+      fail "$variant on the real libNVVM failed: $(tail -5 "$work/$variant-real.err")"
+    maps_real "$variant-real" libnvvm || fail "$variant did not load the real libNVVM (the check is blind)"
+    for tag in cold warm; do
+      PCACHE_URI=sqlite:$work/$variant.db "$pc" run --preload -- "${nb[@]}" "$work/$variant-$tag" \
+        "$work/$variant-$tag.maps" 2>"$work/$variant-$tag.err" ||
+        fail "$variant through the drop-ins ($tag) failed: $(tail -5 "$work/$variant-$tag.err")"
+    done
+    same "$variant-cold" "$variant-real"
+    same "$variant-warm" "$variant-real"
+    ! maps_real "$variant-warm" libnvvm || fail "$variant's warm run mapped the real libNVVM"
+    nb_hits=$(PCACHE_URI=sqlite:$work/$variant.db stat_field hits)
+    nb_misses=$(PCACHE_URI=sqlite:$work/$variant.db stat_field misses)
+    [ "$nb_hits" = 4 ] && [ "$nb_misses" = 4 ] ||
+      fail "$variant: $nb_misses misses cold and $nb_hits hits warm, want 4 and 4"
+    echo "$variant: 4 kernels, cold $nb_misses misses, warm $nb_hits hits, no real libNVVM mapped warm"
   done
-  same nb_cold nb_real
-  same nb_warm nb_real
-  ! maps_real nb_warm libnvvm || fail "numba-cuda's warm run mapped the real libNVVM"
-  nb_hits=$(PCACHE_URI=sqlite:$work/nb.db stat_field hits)
-  nb_misses=$(PCACHE_URI=sqlite:$work/nb.db stat_field misses)
-  [ "$nb_hits" = 4 ] && [ "$nb_misses" = 4 ] ||
-    fail "numba-cuda: $nb_misses misses cold and $nb_hits hits warm, want 4 and 4"
-  echo "numba-cuda: 4 kernels, cold $nb_misses misses, warm $nb_hits hits, no real libNVVM mapped warm"
 else
   echo "skip: numba-cuda (PCACHE_TEST_NUMBA unset: no PyPI)"
 fi

@@ -1,17 +1,31 @@
-"""A libNVVM client nobody here wrote: numba-cuda, which turns each @cuda.jit function into PTX
-through libNVVM (cuda.bindings.nvvm, found by cuda-pathfinder). The JIT drop-in test runs this on
+"""libNVVM clients nobody here wrote: numba-cuda, which turns each @cuda.jit function into PTX
+through libNVVM (cuda.bindings.nvvm, found by cuda-pathfinder), and numba's own CUDA target
+(libNVVM through ctypes, dlopen("libnvvm.so")). The JIT drop-in test runs this on
 the real libNVVM and through `progcache run --preload`, cold and warm, and compares the PTX.
 
-Usage: numba_client.py OUTDIR MAPS_FILE
+Usage: numba_client.py [--numba-cuda] OUTDIR MAPS_FILE
 OUTDIR gets transcript.txt (each kernel's return type and PTX digest) and each kernel's PTX;
 MAPS_FILE the lines of /proc/self/maps that name libnvJitLink or libnvvm. No GPU is needed:
 compile_ptx only compiles.
 """
 import hashlib
 import os
+import site
 import sys
 
-from numba import cuda, float32, int32
+# --numba-cuda: the numba-cuda package (its .pth file redirects numba.cuda to it, which a
+# PYTHONPATH entry does not process); without it, numba's own CUDA target (ctypes libNVVM).
+NUMBA_CUDA = "--numba-cuda" in sys.argv
+if NUMBA_CUDA:
+    sys.argv.remove("--numba-cuda")
+    for p in list(sys.path):
+        if os.path.isfile(os.path.join(p, "_numba_cuda_redirector.pth")):
+            site.addsitedir(p)
+
+from numba import cuda, float32, int32  # noqa: E402
+
+if NUMBA_CUDA and "numba_cuda" not in cuda.__file__:
+    sys.exit("numba.cuda is not numba-cuda's: " + cuda.__file__)
 
 def k1(x, a):
     i = cuda.grid(1)
