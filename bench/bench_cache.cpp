@@ -5,6 +5,7 @@
 //   filestream get  vs open+read+close of a file of the same size; put vs write+rename
 //   key derivation  vs raw BLAKE2b over the same bytes (OpenSSL)
 //   compile hit     vs compile miss (real NVRTC)
+//   PTX -> cubin hit vs open+read+close of the cubin
 // PCACHE_BENCH_SMOKE=1 shrinks the set-up (CI runs one iteration of each as a smoke test).
 #include <benchmark/benchmark.h>
 #include <fcntl.h>
@@ -300,6 +301,74 @@ void BM_Compile(benchmark::State &st, bool hit) {
   pcache_close(c);
 }
 
+// PTX -> cubin with nvJitLink through the cache (issue #30): a hit against open+read+close of the
+// cubin it returns. The PTX is NVRTC's of the kernels above.
+const std::string &kernels_ptx() {
+  static const std::string ptx = [] {
+    pcache *c = open_cache("memory:");
+    const char *options[] = {"-arch=sm_90", "--std=c++17"};
+    const std::string source = kernels_source();  // the program borrows it
+    const pcache_program p = benchutil::kernels_program(source, options, PCACHE_TARGET_PTX);
+    pcache_compiled *r = nullptr;
+    if (pcache_compile(c, &p, &r) != PCACHE_OK) {
+      std::fprintf(stderr, "PTX: %s\n", pcache_last_error());
+      std::abort();
+    }
+    size_t size = 0;
+    const void *data = pcache_compiled_data(r, &size);
+    std::string text(static_cast<const char *>(data), size);
+    pcache_compiled_free(r);
+    pcache_close(c);
+    return text;
+  }();
+  return ptx;
+}
+
+// One PTX -> cubin compile through c; the cubin's bytes.
+std::string compile_ptx(benchmark::State &st, pcache *c) {
+  static const char *options[] = {"-arch=sm_90"};
+  const std::string &ptx = kernels_ptx();
+  pcache_program p = testutil::make_program("kernels.ptx", ptx, options, 1);
+  p.code_type = PCACHE_CODE_PTX;
+  p.source_size = ptx.size();
+  pcache_compiled *r = nullptr;
+  std::string cubin;
+  if (pcache_compile(c, &p, &r) != PCACHE_OK) {
+    st.SkipWithError(pcache_last_error());
+    return cubin;
+  }
+  size_t size = 0;
+  const void *data = pcache_compiled_data(r, &size);
+  cubin.assign(static_cast<const char *>(data), size);
+  pcache_compiled_free(r);
+  return cubin;
+}
+
+void BM_PtxHit(benchmark::State &st) {
+  Dir d("ptx-hit");
+  pcache *c = open_cache("sqlite:" + d.path + "/cache.db");
+  (void)compile_ptx(st, c);  // the miss: nvJitLink links it and the cache stores it
+  for (auto _ : st) benchmark::DoNotOptimize(compile_ptx(st, c).size());
+  pcache_close(c);
+}
+
+void BM_RawReadCubin(benchmark::State &st) {
+  Dir d("ptx-read");
+  pcache *c = open_cache("memory:");
+  const std::string path = d.path + "/kernels.cubin";
+  std::ofstream(path, std::ios::binary) << compile_ptx(st, c);
+  pcache_close(c);
+  std::vector<char> out(std::filesystem::file_size(path));
+  for (auto _ : st) {
+    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    struct stat s;
+    ::fstat(fd, &s);
+    if (::read(fd, out.data(), size_t(s.st_size)) != s.st_size) st.SkipWithError("short read");
+    ::close(fd);
+    benchmark::DoNotOptimize(out.data());
+  }
+}
+
 // A kernel that includes CCCL and cuda_fp16.h from the toolkit with -I: its key covers the whole
 // header closure (211 files with CUDA 13.0), found by the include scan and vouched for by the
 // stat-keyed memo on a hit.
@@ -513,6 +582,8 @@ BENCHMARK(BM_MakeKey)->Arg(1 << 10)->Arg(64 << 10)->Arg(1 << 20);
 BENCHMARK_CAPTURE(BM_Compile, miss, false)->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_Compile, hit, true)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_StatClosurePlusHeaderlessHit)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_PtxHit)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_RawReadCubin)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_CompileHitToolkitHeaders)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_SqliteBareSelectThreads)->Threads(1)->Threads(2)->UseRealTime();
 BENCHMARK_CAPTURE(BM_ConcurrentHits, sqlite, "sqlite")->Threads(1)->Threads(2)->UseRealTime();

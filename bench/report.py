@@ -111,6 +111,13 @@ lines += ["", "## Compile through the cache (real NVRTC, `examples/kernels.cu`, 
           "| %s | %s | %s |" % (fmt_time(miss), fmt_time(hit), ("%.0f×" % (miss / hit)) if miss and hit else "n/a"),
           "", "NVRTC is already loaded in this process for both rows; a fresh process's first miss also",
           "pays ~0.1–0.4 s to load libnvrtc, which a hit never does.", ""]
+ptx_hit, cubin_read = ns("BM_PtxHit"), ns("BM_RawReadCubin")
+r = ratio(ptx_hit, cubin_read)
+lines += ["## PTX to a cubin through the cache (nvJitLink, sqlite cache)", "",
+          "NVRTC's PTX of `examples/kernels.cu`, compiled for sm_90 by nvJitLink once; a hit against",
+          "`open`+`read`+`close` of the cubin it returns, in the same run.", "",
+          "| hit (key + lookup) | read of the cubin | ratio |", "| --- | --- | --- |",
+          "| %s | %s | %s |" % (fmt_time(ptx_hit), fmt_time(cubin_read), ("%.1f×" % r) if r else "n/a"), ""]
 toolkit, floor = ns("BM_CompileHitToolkitHeaders"), ns("BM_StatClosurePlusHeaderlessHit")
 closure = rows.get("BM_StatClosurePlusHeaderlessHit", {}).get("closure_files")
 r = ratio(toolkit, floor)
@@ -180,6 +187,29 @@ if startup and "warm_ms" in startup:
               "| real NVRTC | drop-in, cold | drop-in, warm | real / warm |", "| --- | --- | --- | --- |",
               "| %.0f ms | %.0f ms | %.1f ms | %.0f× %s |" % (startup["real_ms"], startup["cold_ms"],
                                                    startup["warm_ms"], r, verdict(r, 50, lower_is_better=False))]
+jit = next((o["result"] for o in ops if o["name"] == "jit-startup"), None)
+if jit and "numba_nvvm_ratio" in jit:
+    lines += ["", "## The drop-in libNVVM and nvJitLink (target ≥ 50× each)", "",
+              "`bench/jit_startup.py`, whole processes, median of %d, the real and the warm runs" % jit["runs"],
+              "alternated (warm: `progcache run --preload` on a cache one cold run filled).", "",
+              "numba-cuda compiling %d kernels with `cuda.compile_ptx` (sm_90) in a fresh process. \"in" % jit["kernels"],
+              "libNVVM\": every `cuda.bindings.nvvm` call during the compiles, timed; \"loading\": its",
+              "first call (cuda-pathfinder finds and loads the library; the drop-in opens the cache).",
+              "numba's own typing and LLVM lowering are not ours to cache: they are the rest.", "",
+              "| | process | numba import | 20 compiles | loading | in libNVVM |",
+              "| --- | --- | --- | --- | --- | --- |"]
+    for tag, label in (("real", "real libNVVM"), ("warm", "drop-in, warm")):
+        lines.append("| %s | %.0f ms | %.0f ms | %.0f ms | %.2f ms | %.2f ms |" % (
+            label, jit["numba_%s_process_ms" % tag], jit["numba_%s_import_ms" % tag],
+            jit["numba_%s_compile_ms" % tag], jit["numba_%s_load_ms" % tag], jit["numba_%s_nvvm_ms" % tag]))
+    r = jit["numba_nvvm_ratio"]
+    lines += ["", "In libNVVM, real / warm: %.1f× %s (cold: %.0f ms in libNVVM and the cache)." % (
+                  r, verdict(r, 50, lower_is_better=False), jit["numba_cold_nvvm_ms"]), "",
+              "An LTO link of NVRTC `-dlto` output (a kernel and the helper it calls) through",
+              "`cuda.bindings.nvjitlink`, 20 times in one process, median per link:", "",
+              "| real nvJitLink | drop-in, warm (a hit) | real / warm |", "| --- | --- | --- |",
+              "| %.2f ms | %.3f ms | %.0f× %s |" % (jit["link_real_ms"], jit["link_warm_ms"], jit["link_ratio"],
+                                                   verdict(jit["link_ratio"], 50, lower_is_better=False))]
 mem = rows.get("BM_MemoryOverheadPerEntry/iterations:1", {})
 lines += ["", "Memory backend: %s heap bytes per entry beyond its 64-byte payload (100,000 entries; the entry record's 64-byte header and 16-byte alignment, the key, the hash-map node and the recency-list node)."
           % ("%.0f" % mem["bytes_per_entry_beyond_payload"] if "bytes_per_entry_beyond_payload" in mem else "n/a"), ""]

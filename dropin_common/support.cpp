@@ -3,6 +3,8 @@
 #include <dlfcn.h>
 
 #include <cstdio>
+#include <cstring>
+#include <deque>
 #include <exception>
 #include <memory>
 #include <mutex>
@@ -82,6 +84,28 @@ std::optional<std::string> AcceptedCalls::known(Cache *cache) const {
 
 void AcceptedCalls::remember(Cache *cache, std::string_view answers) const {
   if (cache) cache->save_memo("accepted/" + to_hex(ByteView(chain_)), "1" + std::string(answers));
+}
+
+InputBytes intern_input(const void *data, size_t size) {
+  // Inputs this large are worth remembering; this many of them (libdevice is 464 KB).
+  constexpr size_t kLarge = 64 << 10, kKept = 4;
+  static ForkSafeMutex mutex;
+  static std::deque<InputBytes> kept;
+  const bool large = size >= kLarge;
+  if (large) {
+    std::lock_guard lock(mutex);
+    for (const InputBytes &k : kept)
+      if (k.bytes->size() == size && std::memcmp(k.bytes->data(), data, size) == 0) return k;
+  }
+  InputBytes in;
+  in.bytes = std::make_shared<const std::string>(static_cast<const char *>(data), size);
+  in.digest = content_digest(ByteView(*in.bytes));
+  if (large) {
+    std::lock_guard lock(mutex);
+    kept.push_front(in);
+    if (kept.size() > kKept) kept.pop_back();
+  }
+  return in;
 }
 
 CallText &CallText::add(std::string_view part) {

@@ -8,12 +8,14 @@
 #include <cstdint>
 #include <cstdio>
 #include <exception>
+#include <memory>
 #include <new>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_set>
 
+#include "core/key.hpp"
 #include "cuda/elf_file.hpp"
 #include "util/byte_io.hpp"
 #include "util/error.hpp"
@@ -140,6 +142,16 @@ class Registry {
   ForkSafeMutex mutex_;
   std::unordered_set<const T *> live_;
 };
+
+// An input a drop-in keeps (a module, a link input): its bytes, shared, and their digest, which is
+// what keys it. The same bytes given again (numba-cuda adds the same libdevice to every program)
+// cost a comparison with the copy kept from last time, not a copy and a hash: the last few large
+// inputs are remembered (process-wide, thread-safe).
+struct InputBytes {
+  std::shared_ptr<const std::string> bytes;
+  ContentDigest digest{};
+};
+InputBytes intern_input(const void *data, size_t size);
 
 // A call's arguments as AcceptedCalls takes them: each part with its length (no two lists of
 // parts write the same text).

@@ -33,6 +33,12 @@ LinkInputKind kind_of(nvJitLinkInputType type) {
                                                                     : LinkInputKind::cubin;
 }
 
+// An input's bytes as keys and memos see them: their digest (its collisions are BLAKE2b's), so
+// that each input is hashed once, however many calls and keys name it.
+std::string_view digest_text(const DropinLink::Input &in) {
+  return {reinterpret_cast<const char *>(in.data.digest.data()), in.data.digest.size()};
+}
+
 std::string log_text(const OutputSlot &slot) {
   std::string text = slot.bytes;
   while (!text.empty() && text.back() == '\0') text.pop_back();
@@ -129,7 +135,7 @@ nvJitLinkResult DropinLink::ensure_real() {
   // The calls the caller made, in order; a file is added again from its path, as it was.
   for (const Input &in : inputs_) {
     rc = in.from_file ? real.add_file(real_, in.type, in.name.c_str())
-                      : real.add_data(real_, in.type, in.bytes.data(), in.bytes.size(),
+                      : real.add_data(real_, in.type, in.data.bytes->data(), in.data.bytes->size(),
                                       in.has_name ? in.name.c_str() : nullptr);
     if (rc != NVJITLINK_SUCCESS) return rc;
   }
@@ -183,10 +189,10 @@ nvJitLinkResult DropinLink::add_data(nvJitLinkInputType type, const void *data, 
   in.type = type;
   in.has_name = name != nullptr;
   if (name) in.name = name;
-  in.bytes.assign(static_cast<const char *>(data), size);
+  in.data = intern_input(data, size);
   in.key_name = std::to_string(int(type)) + (name ? " data " + in.name : " data, no name");
   CallText call;
-  call.add("data").add(uint64_t(type)).add(uint64_t(in.has_name)).add(in.name).add(in.bytes);
+  call.add("data").add(uint64_t(type)).add(uint64_t(in.has_name)).add(in.name).add(digest_text(in));
   return add(std::move(in), call,
              [&] { return real_nvjitlink().add_data(real_, type, data, size, name); });
 }
@@ -195,7 +201,8 @@ nvJitLinkResult DropinLink::add_file(nvJitLinkInputType type, const char *file) 
   Input in;
   in.type = type;
   in.from_file = true;
-  const bool readable = file && read_whole_file(file, &in.bytes, kMaxFileInput);
+  std::string contents;
+  const bool readable = file && read_whole_file(file, &contents, kMaxFileInput);
   if (!readable) {  // no file to key: the real library answers (and says why)
     std::lock_guard lock(mutex_);
     nvJitLinkResult rc = ensure_real();
@@ -204,11 +211,12 @@ nvJitLinkResult DropinLink::add_file(nvJitLinkInputType type, const char *file) 
     state_ = State::real;
     return real_nvjitlink().add_file(real_, type, file);
   }
+  in.data = intern_input(contents.data(), contents.size());
   in.has_name = true;
   in.name = file;
   in.key_name = std::to_string(int(type)) + " file " + in.name;
   CallText call;
-  call.add("file").add(uint64_t(type)).add(in.name).add(in.bytes);
+  call.add("file").add(uint64_t(type)).add(in.name).add(digest_text(in));
   return add(std::move(in), call, [&] { return real_nvjitlink().add_file(real_, type, file); });
 }
 
@@ -221,7 +229,7 @@ ProgramDesc DropinLink::describe() const {
   d.source = ByteView(kNoSource, 0);
   for (const std::string &o : options_) d.options.emplace_back(o);
   for (const Input &in : inputs_)
-    d.link_inputs.push_back({kind_of(in.type), in.key_name, ByteView(in.bytes)});
+    d.link_inputs.push_back({kind_of(in.type), in.key_name, ByteView(digest_text(in))});
   return d;
 }
 

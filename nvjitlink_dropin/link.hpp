@@ -26,6 +26,16 @@ inline constexpr int kLinkOutputs = 4;
 
 class DropinLink {
  public:
+  // One input as added: its type, name or path, and bytes.
+  struct Input {
+    nvJitLinkInputType type = NVJITLINK_INPUT_NONE;
+    bool from_file = false;
+    bool has_name = false;
+    std::string name;  // AddData's name, or AddFile's path
+    InputBytes data;   // the data, or the file's contents when it was added, and their digest
+    std::string key_name;
+  };
+
   static nvJitLinkResult create(nvJitLinkHandle *out, uint32_t num_options, const char **options);
   // The live drop-in link behind handle, or null (never created here, or destroyed).
   static DropinLink *find(nvJitLinkHandle handle);
@@ -44,14 +54,6 @@ class DropinLink {
   // recorded: the real library has not been needed; real: a real link mirrors every call and
   // answers; answered: Complete was answered from the cache, and so are the getters.
   enum class State { recorded, real, answered };
-  struct Input {
-    nvJitLinkInputType type = NVJITLINK_INPUT_NONE;
-    bool from_file = false;
-    bool has_name = false;
-    std::string name;   // AddData's name, or AddFile's path
-    std::string bytes;  // the data, or the file's contents when it was added
-    std::string key_name;
-  };
 
   DropinLink(std::vector<std::string> options, AcceptedCalls accepted)
       : options_(std::move(options)), accepted_(std::move(accepted)) {}

@@ -96,8 +96,8 @@ nvvmResult DropinNvvm::ensure_real() {
       std::vector<const char *> opts = pointers(c.options);
       rc = real.verify(real_, int(opts.size()), opts.data());
     } else {
-      rc = (c.op == Op::lazy_add ? real.lazy_add_module : real.add_module)(real_, c.bytes.data(),
-                                                                           c.bytes.size(), name);
+      rc = (c.op == Op::lazy_add ? real.lazy_add_module : real.add_module)(
+          real_, c.bytes.bytes->data(), c.bytes.bytes->size(), name);
     }
     if (rc != NVVM_SUCCESS) return rc;
   }
@@ -126,7 +126,7 @@ nvvmResult DropinNvvm::record(Call call, OnReal &&on_real) {
                .add(uint64_t(call.op))
                .add(uint64_t(call.has_name))
                .add(call.name)
-               .add(call.bytes)
+               .add(call.digest())
                .text());
   log_after_call_.reset();
   if (!real_)
@@ -168,7 +168,7 @@ nvvmResult DropinNvvm::add_module(bool lazy, const char *buffer, size_t size, co
   c.op = lazy ? Op::lazy_add : Op::add;
   c.has_name = name != nullptr;
   if (name) c.name = name;
-  c.bytes.assign(buffer, size);
+  c.bytes = intern_input(buffer, size);
   c.key_name = std::string(lazy ? "lazy " : "module ") + (name ? c.name : "(no name)");
   return record(std::move(c), on_real);
 }
@@ -182,7 +182,7 @@ nvvmResult DropinNvvm::verify(int num_options, const char **options) {
   c.options.assign(options, options + num_options);
   CallText text;
   for (const std::string &o : c.options) text.add(o);
-  c.bytes = text.text();
+  c.bytes = intern_input(text.text().data(), text.text().size());
   c.key_name = "verify";
   return record(std::move(c), on_real);
 }
@@ -196,7 +196,7 @@ ProgramDesc DropinNvvm::describe(const std::vector<std::string> &options) const 
   d.source = ByteView(kNoSource, 0);
   for (const std::string &o : options) d.options.emplace_back(o);
   // Every call in order, as libNVVM's modules in order are keyed (core/key.cpp).
-  for (const Call &c : calls_) d.headers.emplace_back(c.key_name, c.bytes);
+  for (const Call &c : calls_) d.headers.emplace_back(c.key_name, c.digest());
   return d;
 }
 

@@ -48,9 +48,13 @@ class DropinNvvm {
     Op op = Op::add;
     bool has_name = false;
     std::string name;                  // a module's
-    std::string bytes;                 // a module's IR, or a verify's options as CallText
+    InputBytes bytes;                  // a module's IR, or a verify's options as CallText
     std::vector<std::string> options;  // a verify's
     std::string key_name;
+    // What keys and memos see of the bytes: their digest (each module is hashed once).
+    std::string_view digest() const {
+      return {reinterpret_cast<const char *>(bytes.digest.data()), bytes.digest.size()};
+    }
   };
 
   explicit DropinNvvm(AcceptedCalls accepted) : accepted_(std::move(accepted)) {}

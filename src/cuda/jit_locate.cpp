@@ -302,12 +302,32 @@ void note_library_loaded(const std::string &path) {
   g_loaded_paths.insert(path);
 }
 
-std::string library_build(const LibrarySpec &spec, const LibraryLocation &loc) {
+namespace {
+// The build-id of the file whose identity (path, size, mtime, device and inode: a replaced file
+// has another) is given, read once per process: a drop-in derives the build for every program.
+std::string file_build_id(const LibrarySpec &spec, const LibraryLocation &loc) {
+  static std::mutex mutex;
+  static std::map<std::string, std::string> known;  // identity -> build-id
+  if (!loc.identity.empty()) {
+    std::lock_guard lock(mutex);
+    if (auto it = known.find(loc.identity); it != known.end()) return it->second;
+  }
   const auto facts = elf_facts_of_file(loc.path);
   if (!facts)
     throw Error(Status::cuda_unavailable,
                 std::string(spec.what) + " '" + loc.path + "' is not a readable ELF library");
-  std::string id = facts->build_id.empty() ? "none" : facts->build_id;
+  const std::string id = facts->build_id.empty() ? "none" : facts->build_id;
+  if (!loc.identity.empty()) {
+    std::lock_guard lock(mutex);
+    if (known.size() >= 64) known.clear();
+    known[loc.identity] = id;
+  }
+  return id;
+}
+}  // namespace
+
+std::string library_build(const LibrarySpec &spec, const LibraryLocation &loc) {
+  std::string id = file_build_id(spec, loc);
   bool loaded = false;
   {
     std::lock_guard lock(g_loaded_mutex);
