@@ -1,0 +1,72 @@
+// What the drop-ins share (dropin_common/support.hpp): the memo of accepted calls must tell call
+// sequences apart by every argument and by their order, and keep what was remembered with them;
+// an interned input is the bytes given, keyed by their own digest, whatever was interned before.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "core/cache.hpp"
+#include "dropin_common/support.hpp"
+
+using progcache::Cache;
+using progcache::CacheOptions;
+using progcache::dropin::AcceptedCalls;
+using progcache::dropin::CallText;
+using progcache::dropin::intern_input;
+
+namespace {
+
+std::unique_ptr<Cache> memory_cache() {
+  return Cache::open("memory:", CacheOptions());
+}
+
+TEST(AcceptedCalls, ASequenceIsKnownOnlyAsRemembered) {
+  auto cache = memory_cache();
+  AcceptedCalls calls("nvJitLink abc", "create");
+  calls.add(CallText().add("data").add(uint64_t(2)).add("x").text());
+  EXPECT_FALSE(calls.known(cache.get()).has_value());
+  calls.remember(cache.get(), "log");
+  ASSERT_TRUE(calls.known(cache.get()).has_value());
+  EXPECT_EQ(*calls.known(cache.get()), "log");
+
+  // Another build, another creating call, another argument, or the same calls in another order:
+  // none is known.
+  AcceptedCalls build("nvJitLink abd", "create");
+  build.add(CallText().add("data").add(uint64_t(2)).add("x").text());
+  EXPECT_FALSE(build.known(cache.get()).has_value());
+  AcceptedCalls argument("nvJitLink abc", "create");
+  argument.add(CallText().add("data").add(uint64_t(3)).add("x").text());
+  EXPECT_FALSE(argument.known(cache.get()).has_value());
+  AcceptedCalls a("b", "c"), b("b", "c");
+  a.add("one");
+  a.add("two");
+  a.remember(cache.get());
+  b.add("two");
+  b.add("one");
+  EXPECT_FALSE(b.known(cache.get()).has_value());
+  EXPECT_TRUE(a.known(cache.get()).has_value());
+  EXPECT_FALSE(AcceptedCalls("b", "c").known(nullptr).has_value());  // no cache: nothing known
+}
+
+TEST(CallText, PartsAreDelimitedByTheirLengths) {
+  EXPECT_NE(CallText().add("ab").add("c").text(), CallText().add("a").add("bc").text());
+  EXPECT_NE(CallText().add("").text(), CallText().text());
+}
+
+TEST(InternInput, TheSameBytesShareACopyAndOthersNever) {
+  std::string big(100 << 10, 'x');
+  const auto first = intern_input(big.data(), big.size());
+  const auto again = intern_input(big.data(), big.size());
+  EXPECT_EQ(first.bytes, again.bytes);  // one copy, compared, not copied again
+  EXPECT_EQ(first.digest, again.digest);
+  big[50 << 10] = 'y';  // the caller's buffer changed in place: same size, same address
+  const auto changed = intern_input(big.data(), big.size());
+  EXPECT_NE(changed.digest, first.digest);
+  EXPECT_EQ(*changed.bytes, big);
+  EXPECT_EQ(first.bytes->at(50 << 10), 'x');  // what was kept is what was given then
+  const auto small = intern_input("abc", 3);
+  EXPECT_EQ(*small.bytes, "abc");
+  EXPECT_EQ(small.digest, progcache::content_digest(progcache::ByteView("abc", 3)));
+}
+
+}  // namespace
