@@ -83,8 +83,10 @@ print(json.dumps({"link_ms": statistics.median(times), "cubin_bytes": n}))
 
 def run(argv, env):
     t0 = time.perf_counter()
-    out = subprocess.run(argv, env=env, check=True, capture_output=True, text=True).stdout
-    result = json.loads(out.strip().splitlines()[-1])
+    done = subprocess.run(argv, env=env, capture_output=True, text=True)
+    if done.returncode != 0:
+        sys.exit("jit_startup.py: %s failed: %s" % (" ".join(argv[:5]), done.stderr[-2000:]))
+    result = json.loads(done.stdout.strip().splitlines()[-1])
     result["process_ms"] = (time.perf_counter() - t0) * 1e3
     return result
 
