@@ -139,4 +139,17 @@ void *real_function(const LibrarySpec &spec, const char *library, const char *na
   return ::dlsym(handle, name);
 }
 
+void *real_function_or_abort(const LibrarySpec &spec, const char *library,
+                             const char *name) noexcept {
+  std::string why;
+  try {
+    if (void *f = real_function(spec, library, name)) return f;
+    why = "the real library has no such function";
+  } catch (const std::exception &e) {
+    why = e.what();
+  }
+  std::fprintf(stderr, "progcache drop-in %s: %s: %s\n", library, name, why.c_str());
+  std::abort();
+}
+
 }  // namespace progcache::dropin

@@ -182,5 +182,9 @@ std::string real_build(const LibrarySpec &spec, const char *library);
 // The real library opened (once; a failure is tried again on the next call), and the function
 // name in it, or null where it lacks it. Throws Error(cuda_unavailable) when it cannot be opened.
 void *real_function(const LibrarySpec &spec, const char *library, const char *name);
+// The same for a forwarded export (dropin_common/forward.hpp), which has no way to return an
+// error: without the real library or the function, it says so on stderr and aborts.
+void *real_function_or_abort(const LibrarySpec &spec, const char *library,
+                             const char *name) noexcept;
 
 }  // namespace progcache::dropin

@@ -10,6 +10,8 @@
 #include <string>
 
 #include "core/cache.hpp"
+#include "cuda/jit_library.hpp"
+#include "dropin_common/forward.hpp"
 #include "dropin_common/support.hpp"
 #include "link.hpp"
 #include "real_nvjitlink.hpp"
@@ -149,3 +151,13 @@ DROPIN_ALIAS(nvJitLinkGetErrorLog, __nvJitLinkGetErrorLog_13_0)
 DROPIN_ALIAS(nvJitLinkGetInfoLogSize, __nvJitLinkGetInfoLogSize_13_0)
 DROPIN_ALIAS(nvJitLinkGetInfoLog, __nvJitLinkGetInfoLog_13_0)
 // clang-format on
+
+// nvJitLink's private export (no header declares it): forwarded to the real library's.
+namespace progcache::dropin {
+namespace {
+void *real_private(const char *name) noexcept {
+  return real_function_or_abort(kNvJitLinkLibrary, "nvJitLink", name);
+}
+}  // namespace
+}  // namespace progcache::dropin
+PCACHE_DROPIN_FORWARD(__nvJitLinkAPI, progcache::dropin::real_private);

@@ -8,6 +8,8 @@
 #include <string>
 
 #include "core/cache.hpp"
+#include "cuda/jit_library.hpp"
+#include "dropin_common/forward.hpp"
 #include "dropin_common/support.hpp"
 #include "program.hpp"
 #include "real_nvvm.hpp"
@@ -176,3 +178,15 @@ DROPIN_API nvvmResult nvvmCompileProgram(nvvmProgram prog, int num_options, cons
   }
 DROPIN_GETTERS(CompiledResult, NvvmOutput::result, result_size, result)
 DROPIN_GETTERS(ProgramLog, NvvmOutput::log, log_size, log)
+
+// libNVVM's exports that no header declares: forwarded to the real library's.
+namespace progcache::dropin {
+namespace {
+void *real_private(const char *name) noexcept {
+  return real_function_or_abort(kNvvmLibrary, "libNVVM", name);
+}
+}  // namespace
+}  // namespace progcache::dropin
+PCACHE_DROPIN_FORWARD(__nvvmHandle, progcache::dropin::real_private);
+PCACHE_DROPIN_FORWARD(__nvvmHandleTarget, progcache::dropin::real_private);
+PCACHE_DROPIN_FORWARD(nvvmDisableConcurrentAPI, progcache::dropin::real_private);

@@ -88,6 +88,19 @@ IR
 make_link_inputs 1
 make_nvvm_inputs 1.0
 
+# Each drop-in exports exactly what the real library does, under the same symbol versions.
+dropin_dir=$("$pc" run -- sh -c 'echo "$PCACHE_RUN_DROPIN_DIR"')
+exports() { nm -D --defined-only "$1" | awk '$2 != "A" { print $3 }' | sort; }
+for lib in libnvJitLink.so.13 libnvvm.so.4; do
+  if [ "$(uname -m)" = x86_64 ]; then
+    diff <(exports "$toolkit/lib64/$lib") <(exports "$dropin_dir/$lib") >"$work/exports.diff" ||
+      fail "$lib: the drop-in's exports differ from the real library's: $(cat "$work/exports.diff")"
+  fi
+  real_soname=$(objdump -p "$toolkit/lib64/$lib" | awk '/SONAME/ { print $2 }')
+  [ "$(objdump -p "$dropin_dir/$lib" | awk '/SONAME/ { print $2 }')" = "$real_soname" ] ||
+    fail "$lib: the drop-in's SONAME is not $real_soname"
+done
+
 run() { # run TAG MODE [launcher...]: the client's outputs in $work/TAG, its JIT mappings in TAG.maps
   local tag=$1 mode=$2
   shift 2
