@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <exception>
+#include <mutex>
 #include <new>
 #include <string>
 
@@ -50,13 +51,31 @@ struct Versions {
   int v[6] = {};  // major, minor, IR major, IR minor, debug major, debug minor
 };
 nvvmResult versions(Versions *out) {
+  // numba-cuda asks for the IR version on every compile: the answer for a build is kept.
+  static std::mutex mutex;
+  static std::string known_build;
+  static Versions known;
+  const std::string build = real_nvvm_build();
+  {
+    std::lock_guard lock(mutex);
+    if (build == known_build) {
+      *out = known;
+      return NVVM_SUCCESS;
+    }
+  }
+  auto keep = [&] {
+    std::lock_guard lock(mutex);
+    known_build = build;
+    known = *out;
+    return NVVM_SUCCESS;
+  };
   Cache *cache = dropin_cache("libNVVM");
-  const std::string name = "nvvm-versions/" + real_nvvm_build();
+  const std::string name = "nvvm-versions/" + build;
   if (cache)
     if (const auto memo = cache->load_memo(name))
       if (std::sscanf(memo->c_str(), "%d.%d.%d.%d.%d.%d", &out->v[0], &out->v[1], &out->v[2],
                       &out->v[3], &out->v[4], &out->v[5]) == 6)
-        return NVVM_SUCCESS;
+        return keep();
   const NvvmApi &real = real_nvvm();
   nvvmResult rc = real.version(&out->v[0], &out->v[1]);
   if (rc == NVVM_SUCCESS) rc = real.ir_version(&out->v[2], &out->v[3], &out->v[4], &out->v[5]);
@@ -64,7 +83,7 @@ nvvmResult versions(Versions *out) {
   std::string memo;
   for (int x : out->v) memo += (memo.empty() ? "" : ".") + std::to_string(x);
   if (cache) cache->save_memo(name, memo);
-  return NVVM_SUCCESS;
+  return keep();
 }
 
 }  // namespace

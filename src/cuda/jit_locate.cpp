@@ -67,15 +67,27 @@ std::vector<std::string> search_dirs(const LibrarySpec &spec) {
   return dirs;
 }
 
+std::string identity_text(const std::string &real, const struct stat &st) {
+  return real + "|" + std::to_string(st.st_size) + "|" +
+         std::to_string(int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec) + "|" +
+         std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino);
+}
+
 std::string identity_of(const std::string &path, std::string *resolved) {
   char real[PATH_MAX];
   if (!::realpath(path.c_str(), real)) return "";
   struct stat st;
   if (::stat(real, &st) != 0 || !S_ISREG(st.st_mode)) return "";
   *resolved = real;
-  return std::string(real) + "|" + std::to_string(st.st_size) + "|" +
-         std::to_string(int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec) + "|" +
-         std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino);
+  return identity_text(real, st);
+}
+
+// Whether the resolved file found earlier is still the same file (one stat, no path walk: the
+// same device, inode, size and mtime through the same path is the same file).
+bool still_same_file(const LibraryLocation &loc) {
+  struct stat st;
+  return ::stat(loc.path.c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
+         identity_text(loc.path, st) == loc.identity;
 }
 
 }  // namespace
@@ -149,6 +161,7 @@ LibraryLocation locate_library(const LibrarySpec &spec, MemoStore *memos) {
   {
     std::lock_guard lock(g_found_mutex);
     if (auto it = g_found.find(found_key); it != g_found.end()) {
+      if (still_same_file(it->second)) return it->second;
       LibraryLocation loc = it->second;
       std::string resolved;
       loc.identity = identity_of(loc.path, &resolved);
