@@ -32,13 +32,22 @@ def main():
             cold.append(timed([progcache, "run", "--", client],
                               dict(base, PCACHE_URI="sqlite:%s/cold%d.db" % (tmp, i))))
         timed([progcache, "run", "--", client], warm_env)  # fills the warm cache
-        real, warm = [], []
+        # The drop-in alone: the same warm cache, the drop-in first on LD_LIBRARY_PATH by hand
+        # (what `progcache run` arranges), without run's own start, cache check and report.
+        dropin_dir = subprocess.run([progcache, "run", "--", "sh", "-c",
+                                     'echo "$PCACHE_RUN_DROPIN_DIR"'], env=warm_env, check=True,
+                                    capture_output=True, text=True).stdout.strip()
+        direct_env = dict(warm_env, LD_LIBRARY_PATH=dropin_dir)
+        real, warm, direct = [], [], []
         for _ in range(runs):
             real.append(timed([client], real_env))
             warm.append(timed([progcache, "run", "--", client], warm_env))
+            direct.append(timed([client], direct_env))
     r, w, c = statistics.median(real), statistics.median(warm), statistics.median(cold)
+    d = statistics.median(direct)
     print(json.dumps({"kernels": 20, "runs": runs, "real_ms": round(r, 2), "cold_ms": round(c, 2),
-                      "warm_ms": round(w, 2), "real_over_warm": round(r / w, 1)}))
+                      "warm_ms": round(w, 2), "real_over_warm": round(r / w, 1),
+                      "direct_ms": round(d, 2), "real_over_direct": round(r / d, 1)}))
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -67,17 +68,10 @@ void prepend_env(const char *name, const std::string &value, char separator) {
 }
 
 // The cache's shared hits and misses now (both 0 when it cannot say: a tiered stack).
-std::pair<int64_t, int64_t> lookups(const std::string &uri) {
-  pcache *cache = nullptr;
-  pcache_options options{};
-  pcache_options_init(&options, sizeof options);
-  options.flags |= PCACHE_OPEN_EXISTING;
-  if (pcache_open(uri.empty() ? nullptr : uri.c_str(), &options, &cache) != PCACHE_OK)
-    return {0, 0};
+std::pair<int64_t, int64_t> lookups(pcache *cache) {
   pcache_shared_stats s{};
   s.struct_size = sizeof s;
   const bool ok = pcache_get_shared_stats(cache, &s) == PCACHE_OK;
-  pcache_close(cache);
   return ok ? std::pair{s.hits, s.misses} : std::pair<int64_t, int64_t>{0, 0};
 }
 
@@ -140,11 +134,13 @@ int cmd_run(Invocation &in) {
     check(pcache_admin_absolute_uri(uri.c_str(), absolute.data(), &size));
     uri = absolute.c_str();
   }
+  // Opened once, and kept while the command runs: its shared counters before and after say what
+  // the command's compiles did (reading them twice through one handle spares two opens).
   pcache *cache = nullptr;
   if (pcache_open(uri.empty() ? nullptr : uri.c_str(), nullptr, &cache) != PCACHE_OK)
     throw Failure(PCACHE_ERR_INVALID_ARG,
                   "run: no usable cache (" + library_message() + "); the command was not run");
-  pcache_close(cache);
+  const std::unique_ptr<pcache, decltype(&pcache_close)> open_cache(cache, &pcache_close);
   if (!uri.empty()) ::setenv("PCACHE_URI", uri.c_str(), 1);
   char report_file[] = "/tmp/progcache-run-XXXXXX";
   const int report_fd = ::mkstemp(report_file);
@@ -152,7 +148,7 @@ int cmd_run(Invocation &in) {
     ::close(report_fd);
     ::setenv("PCACHE_RUN_REPORT", report_file, 1);
   }
-  const auto before = lookups(uri);
+  const auto before = lookups(cache);
   std::vector<char *> argv;
   for (std::string &a : in.passthrough) argv.push_back(a.data());
   argv.push_back(nullptr);
@@ -171,7 +167,7 @@ int cmd_run(Invocation &in) {
   while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
   }
   if (report_fd >= 0) {
-    say_what_happened(report_file, before, lookups(uri));
+    say_what_happened(report_file, before, lookups(cache));
     ::unlink(report_file);
   }
   if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
