@@ -8,6 +8,7 @@
 #include <exception>
 #include <memory>
 #include <mutex>
+#include <vector>
 
 #include "core/cache.hpp"
 #include "core/key.hpp"
@@ -58,6 +59,24 @@ void read_slot(ByteReader &r, OutputSlot *slot) {
   slot->size_written = flags & kSizeWritten;
   const uint64_t size = r.u64();
   slot->bytes = std::string(r.bytes(size > SIZE_MAX ? SIZE_MAX : size_t(size)));
+}
+
+std::string encode_slots(std::string_view magic, const OutputSlot *slots, size_t count) {
+  ByteWriter w;
+  w.bytes(magic);
+  for (size_t i = 0; i < count; ++i) write_slot(w, slots[i]);
+  return w.take();
+}
+
+bool decode_slots(std::string_view payload, std::string_view magic, OutputSlot *slots,
+                  size_t count) {
+  ByteReader r(payload);
+  if (r.bytes(magic.size()) != magic) return false;
+  std::vector<OutputSlot> decoded(count);
+  for (OutputSlot &slot : decoded) read_slot(r, &slot);
+  if (!r.done()) return false;
+  for (size_t i = 0; i < count; ++i) slots[i] = std::move(decoded[i]);
+  return true;
 }
 
 namespace {

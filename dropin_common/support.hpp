@@ -80,6 +80,11 @@ struct OutputSlot {
 };
 void write_slot(ByteWriter &w, const OutputSlot &slot);
 void read_slot(ByteReader &r, OutputSlot *slot);  // a bad slot fails r
+// A run's getter answers as an entry's payload: magic, then each slot. decode_slots fills slots
+// only from a whole payload this version wrote (false: the caller runs the library instead).
+std::string encode_slots(std::string_view magic, const OutputSlot *slots, size_t count);
+bool decode_slots(std::string_view payload, std::string_view magic, OutputSlot *slots,
+                  size_t count);
 
 // Calls the real getter pair on program, as a caller would (the size, then the bytes into a
 // buffer of that size; an empty output's getter is called too).

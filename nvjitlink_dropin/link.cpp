@@ -48,20 +48,11 @@ std::string log_text(const OutputSlot &slot) {
 }  // namespace
 
 std::string encode_link_outputs(const OutputSlot (&outputs)[kLinkOutputs]) {
-  ByteWriter w;
-  w.bytes(kMagic);
-  for (const OutputSlot &slot : outputs) write_slot(w, slot);
-  return w.take();
+  return encode_slots(kMagic, outputs, kLinkOutputs);
 }
 
 bool decode_link_outputs(ByteView payload, OutputSlot (&outputs)[kLinkOutputs]) {
-  ByteReader r(payload.str());
-  if (r.bytes(kMagic.size()) != kMagic) return false;
-  OutputSlot decoded[kLinkOutputs];
-  for (OutputSlot &slot : decoded) read_slot(r, &slot);
-  if (!r.done()) return false;
-  for (int i = 0; i < kLinkOutputs; ++i) outputs[i] = std::move(decoded[i]);
-  return true;
+  return decode_slots(payload.str(), kMagic, outputs, kLinkOutputs);
 }
 
 nvJitLinkResult DropinLink::create(nvJitLinkHandle *out, uint32_t num_options,

@@ -36,20 +36,11 @@ bool modelled(int num_options, const char **options) {
 }  // namespace
 
 std::string encode_nvvm_outputs(const OutputSlot (&outputs)[kNvvmOutputs]) {
-  ByteWriter w;
-  w.bytes(kMagic);
-  for (const OutputSlot &slot : outputs) write_slot(w, slot);
-  return w.take();
+  return encode_slots(kMagic, outputs, kNvvmOutputs);
 }
 
 bool decode_nvvm_outputs(ByteView payload, OutputSlot (&outputs)[kNvvmOutputs]) {
-  ByteReader r(payload.str());
-  if (r.bytes(kMagic.size()) != kMagic) return false;
-  OutputSlot decoded[kNvvmOutputs];
-  for (OutputSlot &slot : decoded) read_slot(r, &slot);
-  if (!r.done()) return false;
-  for (int i = 0; i < kNvvmOutputs; ++i) outputs[i] = std::move(decoded[i]);
-  return true;
+  return decode_slots(payload.str(), kMagic, outputs, kNvvmOutputs);
 }
 
 nvvmResult DropinNvvm::create(nvvmProgram *out) {
