@@ -10,7 +10,9 @@ the same run (runs alternate, so that machine noise falls on all of them):
 - `progcache compile` of the same kernel (a hit) against the self-contained floor;
 - `progcache version` against `noop`, a C process that does nothing.
 
-Prints one JSON line: medians in ms and the ratios.
+And where the SQLite hit's time goes, phase by phase (phase_breakdown).
+
+Prints one JSON line: medians in ms and the ratios, and the phases in us.
 Usage: fresh_process.py PROGCACHE FRESH_HIT READ_WRITE FLOOR_HIT NOOP KERNEL.cu [RUNS]
 """
 import json
@@ -27,6 +29,27 @@ def timed(argv, env):
     t0 = time.perf_counter()
     subprocess.run(argv, env=env, check=True, stdout=subprocess.DEVNULL)
     return (time.perf_counter() - t0) * 1e3
+
+
+PHASES = ("start", "read source", "open", "compile (a hit)", "write", "close", "exit")
+
+
+def phase_breakdown(app, env, marks_file, runs):
+    """Where a SQLite hit's time goes: fresh_hit's marks (CLOCK_MONOTONIC, the clock
+    time.monotonic_ns reads) between this process's start and end of each run. "start" is
+    spawning, exec, loading and relocating the libraries and their constructors; "exit" is
+    returning from main, the destructors and atexit handlers, and the wait. Medians in us."""
+    spans = {name: [] for name in PHASES}
+    for _ in range(runs):
+        t0 = time.monotonic_ns()
+        subprocess.run(app, env=dict(env, PCACHE_BENCH_PHASES=marks_file), check=True)
+        t1 = time.monotonic_ns()
+        with open(marks_file) as f:
+            marks = [int(line) for line in f]
+        edges = [t0] + marks[:1] + marks[1:] + [t1]
+        for name, (a, b) in zip(PHASES, zip(edges, edges[1:])):
+            spans[name].append((b - a) / 1e3)
+    return {name: round(statistics.median(v), 1) for name, v in spans.items()}
 
 
 def main():
@@ -61,6 +84,7 @@ def main():
         for _ in range(runs):
             for name, (argv, env) in cases.items():
                 times[name].append(timed(argv, env))
+        phases = phase_breakdown(app, sqlite_env, out("marks"), runs)
     med = {name: statistics.median(t) for name, t in times.items()}
     ratio = lambda a, b: round(med[a] / med[b], 2)
     result = {"runs": runs}
@@ -73,6 +97,7 @@ def main():
         "app_filestream_ratio": ratio("app_filestream", "floor"),
         "cli_ratio": ratio("cli", "floor"),
     })
+    result["phases_us"] = phases
     print(json.dumps(result))
 
 

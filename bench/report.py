@@ -177,6 +177,13 @@ if fresh and "sqlite_ratio" in fresh:
                   verdict(fresh["version_ratio"], 2.0)),
               "| `progcache compile`, hit, SQLite | %.2f ms | `read_write` | %.2f ms | %.2f× | | |" % (
                   fresh["cli_ms"], fresh["floor_ms"], fresh["cli_ratio"])]
+    phases = fresh.get("phases_us")
+    if phases:
+        lines += ["", "Where the SQLite `fresh_hit`'s time goes (medians of %d runs, µs; `PCACHE_BENCH_PHASES`" % fresh["runs"],
+                  "marks in `bench/fresh_hit.c`; \"start\" is spawning, exec, loading and relocating the",
+                  "libraries and their constructors, \"exit\" returning from `main`, destructors and the wait):", "",
+                  "| " + " | ".join(phases) + " | total |", "|" + " --- |" * (len(phases) + 1),
+                  "| " + " | ".join("%.0f" % v for v in phases.values()) + " | %.0f |" % sum(phases.values())]
 startup = next((o["result"] for o in ops if o["name"] == "dropin-startup"), None)
 if startup and "warm_ms" in startup:
     r = startup["real_over_warm"]
