@@ -151,7 +151,9 @@ std::string real_build(const LibrarySpec &spec, const char *library) {
 }
 
 void *real_function(const LibrarySpec &spec, const char *library, const char *name) {
-  static std::mutex mutex;
+  // Held while the library is located (the cache's memos) and opened: taken before the
+  // cache's own locks, at fork() too.
+  static ForkSafeMutex mutex(ForkSafeMutex::kOuter);
   static void *handle = nullptr;  // one real library per drop-in
   std::lock_guard lock(mutex);
   if (!handle) handle = open_library(spec, real_location(spec, library));

@@ -15,6 +15,7 @@
 #include "program.hpp"
 #include "real_nvvm.hpp"
 #include "util/error.hpp"
+#include "util/fork_guard.hpp"
 
 #define DROPIN_API extern "C" __attribute__((visibility("default")))
 
@@ -52,7 +53,7 @@ struct Versions {
 };
 nvvmResult versions(Versions *out) {
   // numba-cuda asks for the IR version on every compile: the answer for a build is kept.
-  static std::mutex mutex;
+  static ForkSafeMutex mutex;
   static std::string known_build;
   static Versions known;
   const std::string build = real_nvvm_build();

@@ -319,7 +319,7 @@ namespace {
 // The build-id of the file whose identity (path, size, mtime, device and inode: a replaced file
 // has another) is given, read once per process: a drop-in derives the build for every program.
 std::string file_build_id(const LibrarySpec &spec, const LibraryLocation &loc) {
-  static std::mutex mutex;
+  static ForkSafeMutex mutex;
   static std::map<std::string, std::string> known;  // identity -> build-id
   if (!loc.identity.empty()) {
     std::lock_guard lock(mutex);
