@@ -12,7 +12,10 @@ using progcache::Cache;
 using progcache::CacheOptions;
 using progcache::dropin::AcceptedCalls;
 using progcache::dropin::CallText;
+using progcache::dropin::decode_slots;
+using progcache::dropin::encode_slots;
 using progcache::dropin::intern_input;
+using progcache::dropin::OutputSlot;
 
 namespace {
 
@@ -67,6 +70,27 @@ TEST(InternInput, TheSameBytesShareACopyAndOthersNever) {
   const auto small = intern_input("abc", 3);
   EXPECT_EQ(*small.bytes, "abc");
   EXPECT_EQ(small.digest, progcache::content_digest(progcache::ByteView("abc", 3)));
+}
+
+// The payload of the drop-in nvJitLink's and libNVVM's entries: decoded exactly, and any payload
+// this version did not write in whole (truncated anywhere, extended, another magic) decodes to
+// nothing, so the drop-in runs the library instead of answering from it.
+TEST(DropinSlots, APayloadDecodesWholeOrNotAtAll) {
+  const OutputSlot slots[2] = {{0, 0, true, std::string("cubin\0bytes", 11)}, {6, 6, false, ""}};
+  const std::string payload = encode_slots("PNL1", slots, 2);
+  OutputSlot back[2];
+  ASSERT_TRUE(decode_slots(payload, "PNL1", back, 2));
+  EXPECT_EQ(back[0].bytes, slots[0].bytes);
+  EXPECT_EQ(back[1].size_result, 6);
+  EXPECT_FALSE(back[1].size_written);
+  for (size_t n = 0; n < payload.size(); ++n) {
+    OutputSlot none[2];
+    EXPECT_FALSE(decode_slots(payload.substr(0, n), "PNL1", none, 2)) << n << " bytes";
+  }
+  EXPECT_FALSE(decode_slots(payload + "x", "PNL1", back, 2));
+  EXPECT_FALSE(decode_slots(payload, "PNV1", back, 2));
+  OutputSlot three[3];
+  EXPECT_FALSE(decode_slots(payload, "PNL1", three, 3));
 }
 
 }  // namespace
