@@ -12,7 +12,6 @@
 
 #include "core/cache.hpp"
 #include "core/key.hpp"
-#include "cuda/jit_library.hpp"
 #include "util/hex.hpp"
 
 namespace progcache::dropin {
@@ -138,13 +137,11 @@ CallText &CallText::add(uint64_t number) {
   return *this;
 }
 
-}  // namespace progcache::dropin
-
-namespace progcache::dropin {
-
+namespace {
 LibraryLocation real_location(const LibrarySpec &spec, const char *library) {
   return locate_library(spec, dropin_cache(library));
 }
+}  // namespace
 
 std::string real_build(const LibrarySpec &spec, const char *library) {
   return library_build(spec, real_location(spec, library));

@@ -17,6 +17,7 @@
 
 #include "core/key.hpp"
 #include "cuda/elf_file.hpp"
+#include "cuda/jit_library.hpp"
 #include "util/byte_io.hpp"
 #include "util/error.hpp"
 #include "util/fork_guard.hpp"
@@ -170,19 +171,9 @@ class CallText {
   std::string text_;
 };
 
-}  // namespace progcache::dropin
-
-namespace progcache {
-struct LibrarySpec;
-struct LibraryLocation;
-}  // namespace progcache
-
-namespace progcache::dropin {
-
 // The real library behind a drop-in: found as the core finds it (cuda/jit_library.hpp), never the
 // drop-in's own file and only its major (restrict_library_search, from the drop-in's constructor).
-// The location and the build are read from the files, without loading the library.
-LibraryLocation real_location(const LibrarySpec &spec, const char *library);
+// Its exact build ("libNVVM <build-id>"), read from the file without loading the library.
 std::string real_build(const LibrarySpec &spec, const char *library);
 // The real library opened (once; a failure is tried again on the next call), and the function
 // name in it, or null where it lacks it. Throws Error(cuda_unavailable) when it cannot be opened.

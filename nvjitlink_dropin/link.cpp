@@ -59,33 +59,30 @@ nvJitLinkResult DropinLink::create(nvJitLinkHandle *out, uint32_t num_options,
                                    const char **options) {
   bool modelled = out && (num_options == 0 || options);
   for (uint32_t i = 0; modelled && i < num_options; ++i) modelled = options[i] != nullptr;
-  const NvJitLinkApi *real = modelled ? nullptr : &real_nvjitlink();
-  CallText call;
-  call.add("create");
-  std::vector<std::string> opts;
-  for (uint32_t i = 0; modelled && i < num_options; ++i) {
-    opts.emplace_back(options[i]);
-    call.add(opts.back());
-  }
   std::unique_ptr<DropinLink> p;
-  if (modelled) {
-    p.reset(new DropinLink(std::move(opts), AcceptedCalls(real_nvjitlink_build(), call.text())));
-    if (!p->accepted_.known(cache()).has_value()) real = &real_nvjitlink();
-  }
-  if (real) {
-    // What nvJitLink makes of these options (or of NULLs) is nvJitLink's to say.
+  if (!modelled) {  // what nvJitLink makes of NULLs is nvJitLink's to say; the link is its own
     nvJitLinkHandle handle = nullptr;
-    const nvJitLinkResult rc = real->create(&handle, num_options, options);
-    if (rc != NVJITLINK_SUCCESS || !modelled) {
-      if (rc == NVJITLINK_SUCCESS) {  // a link the drop-in only forwards
-        p.reset(new DropinLink({}, AcceptedCalls("", "")));
-        p->forward_only_ = true;
-      }
-      if (!p || rc != NVJITLINK_SUCCESS) return rc;
-    }
+    const nvJitLinkResult rc = real_nvjitlink().create(&handle, num_options, options);
+    if (rc != NVJITLINK_SUCCESS || !out) return rc;
+    p.reset(new DropinLink({}, AcceptedCalls("", "")));
     p->real_ = handle;
+    p->forward_only_ = true;
     p->state_ = State::real;
-    if (modelled) p->accepted_.remember(cache());
+  } else {
+    CallText call;
+    call.add("create");
+    std::vector<std::string> opts(options, options + num_options);
+    for (const std::string &o : opts) call.add(o);
+    p.reset(new DropinLink(std::move(opts), AcceptedCalls(real_nvjitlink_build(), call.text())));
+    if (!p->accepted_.known(cache()).has_value()) {  // options this build has not been seen to take
+      const nvJitLinkResult rc = real_nvjitlink().create(&p->real_, num_options, options);
+      if (rc != NVJITLINK_SUCCESS) {
+        p->real_ = nullptr;
+        return rc;
+      }
+      p->state_ = State::real;
+      p->accepted_.remember(cache());
+    }
   }
   g_links.add(p.get());
   *out = handle_of(p.release());
@@ -138,15 +135,20 @@ nvJitLinkResult DropinLink::ensure_real() {
 }
 
 template <class OnReal>
+nvJitLinkResult DropinLink::forward(OnReal &&on_real) {
+  const nvJitLinkResult rc = ensure_real();
+  if (rc != NVJITLINK_SUCCESS) return rc;
+  forward_only_ = true;
+  state_ = State::real;
+  return on_real();
+}
+
+template <class OnReal>
 nvJitLinkResult DropinLink::add(Input input, const CallText &call, OnReal &&on_real) {
   std::lock_guard lock(mutex_);
+  // An input after Complete is the real link's to answer.
+  if (forward_only_ || completed_) return forward(on_real);
   nvJitLinkResult rc = NVJITLINK_SUCCESS;
-  if (forward_only_ || completed_) {  // an input after Complete: the real link's to answer
-    if ((rc = ensure_real()) != NVJITLINK_SUCCESS) return rc;
-    forward_only_ = true;
-    state_ = State::real;
-    return on_real();
-  }
   AcceptedCalls next = accepted_;
   next.add(call.text());
   if (!real_ && next.known(cache()).has_value()) {
@@ -168,13 +170,10 @@ nvJitLinkResult DropinLink::add(Input input, const CallText &call, OnReal &&on_r
 
 nvJitLinkResult DropinLink::add_data(nvJitLinkInputType type, const void *data, size_t size,
                                      const char *name) {
+  auto on_real = [&] { return real_nvjitlink().add_data(real_, type, data, size, name); };
   if (!data) {  // the real library's answer, whatever it is
     std::lock_guard lock(mutex_);
-    nvJitLinkResult rc = ensure_real();
-    if (rc != NVJITLINK_SUCCESS) return rc;
-    forward_only_ = true;
-    state_ = State::real;
-    return real_nvjitlink().add_data(real_, type, data, size, name);
+    return forward(on_real);
   }
   Input in;
   in.type = type;
@@ -184,8 +183,7 @@ nvJitLinkResult DropinLink::add_data(nvJitLinkInputType type, const void *data, 
   in.key_name = std::to_string(int(type)) + (name ? " data " + in.name : " data, no name");
   CallText call;
   call.add("data").add(uint64_t(type)).add(uint64_t(in.has_name)).add(in.name).add(digest_text(in));
-  return add(std::move(in), call,
-             [&] { return real_nvjitlink().add_data(real_, type, data, size, name); });
+  return add(std::move(in), call, on_real);
 }
 
 nvJitLinkResult DropinLink::add_file(nvJitLinkInputType type, const char *file) {
@@ -194,13 +192,10 @@ nvJitLinkResult DropinLink::add_file(nvJitLinkInputType type, const char *file) 
   in.from_file = true;
   std::string contents;
   const bool readable = file && read_whole_file(file, &contents, kMaxFileInput);
+  auto on_real = [&] { return real_nvjitlink().add_file(real_, type, file); };
   if (!readable) {  // no file to key: the real library answers (and says why)
     std::lock_guard lock(mutex_);
-    nvJitLinkResult rc = ensure_real();
-    if (rc != NVJITLINK_SUCCESS) return rc;
-    forward_only_ = true;
-    state_ = State::real;
-    return real_nvjitlink().add_file(real_, type, file);
+    return forward(on_real);
   }
   in.data = intern_input(contents.data(), contents.size());
   in.has_name = true;
@@ -208,7 +203,7 @@ nvJitLinkResult DropinLink::add_file(nvJitLinkInputType type, const char *file) 
   in.key_name = std::to_string(int(type)) + " file " + in.name;
   CallText call;
   call.add("file").add(uint64_t(type)).add(in.name).add(digest_text(in));
-  return add(std::move(in), call, [&] { return real_nvjitlink().add_file(real_, type, file); });
+  return add(std::move(in), call, on_real);
 }
 
 ProgramDesc DropinLink::describe() const {
@@ -251,19 +246,12 @@ NvrtcOutput DropinLink::run_real() {
   return out;
 }
 
-nvJitLinkResult DropinLink::complete_on_real() {
-  forward_only_ = true;
-  const nvJitLinkResult rc = ensure_real();
-  if (rc != NVJITLINK_SUCCESS) return rc;
-  state_ = State::real;
-  return real_nvjitlink().complete(real_);
-}
-
 nvJitLinkResult DropinLink::complete() {
   std::lock_guard lock(mutex_);
+  auto on_real = [&] { return real_nvjitlink().complete(real_); };
   const bool again = completed_;
   completed_ = true;
-  if (forward_only_ || again) return complete_on_real();
+  if (forward_only_ || again) return forward(on_real);
   bool ran_here = false;
   nvJitLinkResult ran = NVJITLINK_SUCCESS;
   CompileOptions co;
@@ -278,11 +266,11 @@ nvJitLinkResult DropinLink::complete() {
     r = compile_through_cache(cache(), describe(), co);
   } catch (const Error &) {
     // No nvJitLink to identify, a store that failed: nvJitLink answers, nothing is cached.
-    return ran_here ? ran : complete_on_real();
+    return ran_here ? ran : forward(on_real);
   }
   if (ran_here && r->status != Status::ok) return ran;  // the real link that refused it answers
   if (r->status != Status::ok || !decode_link_outputs(r->code, outputs_))
-    return ran_here ? ran : complete_on_real();  // another thread's refusal, a foreign payload
+    return ran_here ? ran : forward(on_real);  // another thread's refusal, a foreign payload
   state_ = State::answered;
   drop_real();  // every answer is in outputs_
   return NVJITLINK_SUCCESS;

@@ -65,7 +65,10 @@ class DropinLink {
   template <class OnReal>
   nvJitLinkResult add(Input input, const CallText &call, OnReal &&on_real);
   NvrtcOutput run_real();
-  nvJitLinkResult complete_on_real();
+  // The call on the real link (made and caught up first), after which the link is the real
+  // one's. The caller holds mutex_.
+  template <class OnReal>
+  nvJitLinkResult forward(OnReal &&on_real);
   ProgramDesc describe() const;
 
   std::mutex mutex_;
