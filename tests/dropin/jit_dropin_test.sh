@@ -159,6 +159,20 @@ for mode in link-ok nvvm-ok; do
     fail "the warm $mode run mapped a real library: $(cat "$work/warm_$mode.maps")"
 done
 
+# A full disk: a new cache whose files cannot grow past 64 KiB once made (RLIMIT_FSIZE, SIGXFSZ
+# ignored, so writes fail with EFBIG). Every link and compile misses and is not stored, and every
+# answer is still the real libraries'; the cache's file is whole afterwards.
+for mode in link-ok nvvm-ok; do
+  (trap '' XFSZ && ulimit -f 64 && PCACHE_URI=sqlite:$work/full.db run "full_$mode" "$mode" "$pc" run --)
+  same "full_$mode" "real_$mode"
+done
+full_entries=$(PCACHE_URI=sqlite:$work/full.db stat_field entries)
+full_misses=$(PCACHE_URI=sqlite:$work/full.db stat_field misses)
+[ "$full_entries" -lt "$full_misses" ] ||
+  fail "full disk: $full_entries entries for $full_misses misses: the disk was never full (the case is blind)"
+echo "full disk: $full_misses misses, $full_entries stored; db and WAL bytes: $(stat -c %s "$work/full.db" "$work/full.db-wal" | tr '\n' ' ')"
+"$pc" --cache "sqlite:$work/full.db" verify >/dev/null 2>&1 || fail "the full cache fails verify"
+
 # Inputs edited between runs: the next run links and compiles anew and matches the real libraries.
 make_link_inputs 2
 make_nvvm_inputs 2.0
