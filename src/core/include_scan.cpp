@@ -150,11 +150,12 @@ class Scanner {
 // Manifests (ccache's direct mode): the scan of a program is a function of the program and of
 // the state of every path it probed. When each probed path still looks the same (present ones:
 // the same stat identity, not recently changed; absent ones: still absent), the earlier scan is
-// the answer, without parsing a header or resolving a name again.
-std::string manifest_name(const ProgramDesc &p) {
-  char cwd[4096];
+// the answer, without parsing a header or resolving a name again. The working directory is not
+// in the name: a relative path is probed again from wherever the process is, and a file met
+// from another directory is another file (another identity), so the check above already tells;
+// a getcwd per key was an eighth of a small program's key.
+std::string manifest_text(const ProgramDesc &p) {
   ByteWriter w;
-  w.str(::getcwd(cwd, sizeof cwd) ? cwd : "");
   w.str(p.name);
   const ContentDigest &source = source_digest(p);  // the key's too: the source is hashed once
   w.str(std::string_view(reinterpret_cast<const char *>(source.data()), source.size()));
@@ -162,11 +163,27 @@ std::string manifest_name(const ProgramDesc &p) {
   w.u8(0);
   for (const auto &[n, t] : p.headers) {
     w.str(n);
-    w.str(t);
+    const ContentDigest d = content_digest(t);
+    w.str(std::string_view(reinterpret_cast<const char *>(d.data()), d.size()));
   }
   w.u8(p.extra_digest ? 1 : 0);
-  const ContentDigest d = content_digest(w.data());
-  return "scan/" + to_hex(ByteView(d.data(), d.size()));
+  return w.take();
+}
+
+std::string digest_hex(std::string_view text) {
+  const ContentDigest d = content_digest(text);
+  return to_hex(ByteView(d.data(), d.size()));
+}
+
+// The process's own manifests are found by the text itself, which costs no digest (a digest of
+// it was a fifth of a small program's key), or by its digest where the text is long, so that
+// 10,000 manifests stay small. The two kinds of name cannot meet: their first bytes differ.
+std::string in_process_name(const std::string &text) {
+  return text.size() <= 1024 ? "t" + text : "d" + digest_hex(text);
+}
+
+std::string memo_name(const std::string &text) {
+  return "scan/" + digest_hex(text);
 }
 
 bool still_as_scanned(const std::vector<HeaderDependency> &deps) {
@@ -228,22 +245,23 @@ std::unordered_map<std::string, std::shared_ptr<const IncludeScan>> g_manifests;
 }  // namespace
 
 IncludeScan scan_includes(const ProgramDesc &program, MemoStore *memos) {
-  const std::string name = manifest_name(program);
+  const std::string text = manifest_text(program);
+  const std::string name = in_process_name(text);
   std::shared_ptr<const IncludeScan> earlier;
   {
     std::lock_guard lock(g_manifests_mutex);
     if (auto it = g_manifests.find(name); it != g_manifests.end()) earlier = it->second;
   }
   if (!earlier && memos)
-    if (auto text = memos->load_memo(name))
-      if (auto m = decode_manifest(*text)) earlier = std::make_shared<const IncludeScan>(*m);
+    if (auto stored = memos->load_memo(memo_name(text)))
+      if (auto m = decode_manifest(*stored)) earlier = std::make_shared<const IncludeScan>(*m);
   if (earlier && still_as_scanned(earlier->dependencies)) return *earlier;
   IncludeScan scan = Scanner(program, memos).run();
   bool racy = false;
   for (const HeaderDependency &d : scan.dependencies) racy |= d.recheck_content;
   if (!racy) {
     auto kept = std::make_shared<const IncludeScan>(scan);
-    if (memos) memos->save_memo(name, encode_manifest(*kept));
+    if (memos) memos->save_memo(memo_name(text), encode_manifest(*kept));
     std::lock_guard lock(g_manifests_mutex);
     if (g_manifests.size() > 10000) g_manifests.clear();  // bound a long-lived process
     g_manifests[name] = std::move(kept);

@@ -423,9 +423,12 @@ std::string short_digest(ByteView v) {
   return to_hex(ByteView(c.digest, sizeof c.digest));
 }
 
-// The key's fields in order, each to visit(tag, name, value, shown): the one walk derive_key
-// hashes and key_fields renders. with_fields: also the context's fields (the entry's key, not
-// the identity's).
+// The key's fields in order, each to visit(tag, value, describe): the one walk derive_key hashes
+// and key_fields renders. describe() returns the field's name and how it is shown; only rendering
+// calls it, so that deriving a key builds no display text. with_fields: also the context's fields
+// (the entry's key, not the identity's).
+using Described = std::pair<std::string, std::string>;
+
 template <typename Visit>
 void walk(const ProgramDesc &p, const KeyContext *context, bool with_fields, Visit &&visit) {
   static const char *const kCodeTypes[] = {"c++", "ptx", "nvvm", "link"};
@@ -437,73 +440,88 @@ void walk(const ProgramDesc &p, const KeyContext *context, bool with_fields, Vis
   std::vector<std::string> verbatim;
   if (!cxx) verbatim.assign(p.options.begin(), p.options.end());
   const std::vector<std::string> &options = cxx ? program_options(p).canonical : verbatim;
+  auto number = [&](uint8_t tag, uint64_t v, auto &&describe) {
+    uint8_t b[8];
+    store_le(b, v, 8);
+    visit(tag, ByteView(b, 8), describe);
+  };
   if (!context || context->name_in_identity)
-    visit(kTagName, "name", std::string(p.name), std::string(p.name));
-  visit(kTagCodeType, "code_type", number_text(uint64_t(p.code_type)),
-        kCodeTypes[size_t(p.code_type)]);
-  visit(kTagTarget, "target", number_text(uint64_t(p.target)), kTargets[size_t(p.target)]);
+    visit(kTagName, p.name, [&] { return Described("name", p.name); });
+  number(kTagCodeType, uint64_t(p.code_type),
+         [&] { return Described("code_type", kCodeTypes[size_t(p.code_type)]); });
+  number(kTagTarget, uint64_t(p.target),
+         [&] { return Described("target", kTargets[size_t(p.target)]); });
   if (context && !context->nvrtc_build.empty())
-    visit(kTagNvrtcBuild, "nvrtc_build", context->nvrtc_build, context->nvrtc_build);
+    visit(kTagNvrtcBuild, context->nvrtc_build,
+          [&] { return Described("nvrtc_build", context->nvrtc_build); });
   else
-    visit(kTagNvrtcVersion, "nvrtc_version", number_text(p.nvrtc_version),
-          std::to_string(p.nvrtc_version));
+    number(kTagNvrtcVersion, p.nvrtc_version,
+           [&] { return Described("nvrtc_version", std::to_string(p.nvrtc_version)); });
   const ContentDigest &source = source_digest(p);
-  visit(kTagSource, "source", std::string(source.begin(), source.end()), short_digest(p.source));
-  visit(kTagOptionCount, "options", number_text(options.size()), std::to_string(options.size()));
+  visit(kTagSource, ByteView(source.data(), source.size()),
+        [&] { return Described("source", short_digest(p.source)); });
+  number(kTagOptionCount, options.size(),
+         [&] { return Described("options", std::to_string(options.size())); });
   for (size_t i = 0; i < options.size(); ++i)
-    visit(kTagOption, "option[" + std::to_string(i) + "]", options[i], options[i]);
+    visit(kTagOption, options[i],
+          [&] { return Described("option[" + std::to_string(i) + "]", options[i]); });
 
   // Headers and name expressions are sets to NVRTC: their order must not change the key.
   // libNVVM's extra modules (in the header slots) are linked in the order given.
   auto headers = p.headers;
   if (cxx) std::stable_sort(headers.begin(), headers.end());
-  visit(kTagHeaderCount, "headers", number_text(headers.size()), std::to_string(headers.size()));
+  number(kTagHeaderCount, headers.size(),
+         [&] { return Described("headers", std::to_string(headers.size())); });
   for (const auto &[name, text] : headers) {
-    visit(kTagHeaderName, "header name", std::string(name), std::string(name));
-    visit(kTagHeaderSource, "header " + std::string(name), std::string(text), short_digest(text));
+    visit(kTagHeaderName, name, [&] { return Described("header name", name); });
+    visit(kTagHeaderSource, text,
+          [&] { return Described("header " + std::string(name), short_digest(text)); });
   }
   auto exprs = p.name_expressions;
   std::sort(exprs.begin(), exprs.end());
-  std::string joined;
-  for (std::string_view e : exprs)
-    joined += std::string(joined.empty() ? "" : ", ") + std::string(e);
-  visit(kTagNameExprCount, "name_expressions", number_text(exprs.size()), joined);
-  for (std::string_view e : exprs) visit(kTagNameExpr, "", std::string(e), "");
+  number(kTagNameExprCount, exprs.size(), [&] {
+    std::string joined;
+    for (std::string_view e : exprs)
+      joined += std::string(joined.empty() ? "" : ", ") + std::string(e);
+    return Described("name_expressions", joined);
+  });
+  for (std::string_view e : exprs) visit(kTagNameExpr, e, [] { return Described(); });
   if (p.extra_digest)
-    visit(kTagExtraDigest, "extra_digest", std::string(p.extra_digest->str()),
-          short_digest(*p.extra_digest));
+    visit(kTagExtraDigest, *p.extra_digest,
+          [&] { return Described("extra_digest", short_digest(*p.extra_digest)); });
   else
-    visit(kTagNoExtraDigest, "extra_digest", number_text(0), "none");
+    number(kTagNoExtraDigest, 0, [] { return Described("extra_digest", "none"); });
   if (p.code_type == CodeType::link) {
-    visit(kTagLinkInputCount, "inputs", number_text(p.link_inputs.size()),
-          std::to_string(p.link_inputs.size()));
+    number(kTagLinkInputCount, p.link_inputs.size(),
+           [&] { return Described("inputs", std::to_string(p.link_inputs.size())); });
     for (size_t i = 0; i < p.link_inputs.size(); ++i) {
       const LinkInput &in = p.link_inputs[i];
       const ContentDigest d = content_digest(in.data);
-      const std::string kind = kInputKinds[size_t(in.kind)];
-      visit(kTagLinkInput, "input[" + std::to_string(i) + "] " + kind + " " + std::string(in.name),
-            number_text(uint64_t(in.kind)) + std::string(in.name) + std::string(1, '\0') +
-                std::string(d.begin(), d.end()),
-            short_digest(in.data));
+      const std::string value = number_text(uint64_t(in.kind)) + std::string(in.name) +
+                                std::string(1, '\0') + std::string(d.begin(), d.end());
+      visit(kTagLinkInput, value, [&] {
+        return Described("input[" + std::to_string(i) + "] " + kInputKinds[size_t(in.kind)] + " " +
+                             std::string(in.name),
+                         short_digest(in.data));
+      });
     }
   }
   if (!context) return;
   // A field's name (a path, a variable) is part of what it says: hashed with its value.
   auto named = [](const KeyField &f) { return f.name + std::string(1, '\0') + f.value; };
-  for (const KeyField &f : context->environment) visit(kTagEnvironment, f.name, named(f), f.shown);
+  for (const KeyField &f : context->environment)
+    visit(kTagEnvironment, named(f), [&] { return Described(f.name, f.shown); });
   if (!with_fields) return;
-  visit(kTagFieldCount, "", number_text(context->fields.size()), "");
-  for (const KeyField &f : context->fields) visit(f.tag, f.name, named(f), f.shown);
+  number(kTagFieldCount, context->fields.size(), [] { return Described(); });
+  for (const KeyField &f : context->fields)
+    visit(f.tag, named(f), [&] { return Described(f.name, f.shown); });
 }
 
 Key hash_walk(const ProgramDesc &p, const KeyContext *context, bool with_fields,
               std::string_view schema) {
   Hasher h;
   h.field(kTagSchema, schema);
-  walk(p, context, with_fields,
-       [&](uint8_t tag, const std::string &, const std::string &value, const std::string &) {
-         h.field(tag, value);
-       });
+  walk(p, context, with_fields, [&](uint8_t tag, ByteView value, auto &&) { h.field(tag, value); });
   return h.finish();
 }
 
@@ -574,9 +592,44 @@ std::vector<KeyField> nvrtc_environment_fields() {
   return fields;
 }
 
+namespace {
+
+// The option lists this thread parsed last: a process compiles or keys many programs with one
+// set of options, and parsing them (a dozen allocations) was a tenth of a small program's key.
+// Parsing is a function of the strings alone, so an equal list reuses the result.
+class RecentOptions {
+ public:
+  std::shared_ptr<const ParsedOptions> parsed(const std::vector<std::string_view> &options) {
+    for (Slot &slot : slots_)
+      if (slot.parsed &&
+          std::equal(options.begin(), options.end(), slot.raw.begin(), slot.raw.end()))
+        return slot.parsed;
+    auto parsed = std::make_shared<const ParsedOptions>(parse_options(options));
+    Slot &slot = slots_[next_++ % kSlots];
+    slot.raw.assign(options.begin(), options.end());
+    slot.parsed = parsed;
+    return parsed;
+  }
+  static RecentOptions &this_thread() {
+    thread_local RecentOptions recent;
+    return recent;
+  }
+
+ private:
+  static constexpr size_t kSlots = 4;
+  struct Slot {
+    std::vector<std::string> raw;
+    std::shared_ptr<const ParsedOptions> parsed;
+  };
+  Slot slots_[kSlots];
+  size_t next_ = 0;
+};
+
+}  // namespace
+
 const ParsedOptions &program_options(const ProgramDesc &program) {
   if (!program.parsed_options)
-    program.parsed_options = std::make_shared<const ParsedOptions>(parse_options(program.options));
+    program.parsed_options = RecentOptions::this_thread().parsed(program.options);
   return *program.parsed_options;
 }
 
@@ -596,10 +649,10 @@ Key derive_key(const ProgramDesc &p, const KeyContext *context) {
 std::vector<std::pair<std::string, std::string>> key_fields(const ProgramDesc &p,
                                                             const KeyContext *context) {
   std::vector<std::pair<std::string, std::string>> f;
-  walk(p, context, true,
-       [&](uint8_t, const std::string &name, const std::string &, const std::string &shown) {
-         if (!name.empty()) f.emplace_back(name, shown);
-       });
+  walk(p, context, true, [&](uint8_t, ByteView, auto &&describe) {
+    Described d = describe();
+    if (!d.first.empty()) f.push_back(std::move(d));
+  });
   return f;
 }
 

@@ -10,6 +10,8 @@
 #include <string>
 #include <vector>
 
+#include "differential.hpp"
+
 namespace {
 
 struct Prog {
@@ -263,6 +265,31 @@ TEST(Key, SideEffectOptionsAreAlwaysRefused) {
     std::string k;
     EXPECT_EQ(p.key(&k), PCACHE_ERR_INVALID_ARG) << opt;
   }
+}
+
+// The include scan's manifests are not filed by working directory: a relative header is probed
+// again from wherever the process is. Keys made in turn in two directories, each with its own
+// "h.h", differ; back in the first, the first key; with h.h gone, another key again.
+TEST(Key, EachWorkingDirectoryKeysItsOwnRelativeHeaders) {
+  testutil::TempDir d;
+  for (const char *sub : {"a", "b", "c"}) ASSERT_EQ(::mkdir((d / sub).c_str(), 0700), 0);
+  difftest::write_aged(d / "a/h.h", "#define VAL 1\n");
+  difftest::write_aged(d / "b/h.h", "#define VAL 2\n");
+  difftest::write_aged(d / "c/h.h", "#define VAL 1\n");  // a's content: another file, one key
+  Prog p = base();
+  p.source = "#include \"h.h\"\n__global__ void k(int *x) { *x = VAL; }\n";
+  auto key_in = [&](const char *sub) {
+    difftest::InDir in(d / sub);
+    return p.key();
+  };
+  const std::string a = key_in("a"), b = key_in("b");
+  EXPECT_NE(a, b);
+  EXPECT_EQ(key_in("a"), a);
+  EXPECT_EQ(key_in("c"), a);
+  ASSERT_EQ(::unlink((d / "b/h.h").c_str()), 0);
+  const std::string gone = key_in("b");
+  EXPECT_NE(gone, a);
+  EXPECT_NE(gone, b);
 }
 
 TEST(Key, BadInputsAreInvalid) {
