@@ -18,7 +18,9 @@ std::vector<std::pair<std::string, CacheStats>> Cache::tier_stats() const {
 
 void Cache::count_op() {
   // Share the counters now and then, so that a crashed process loses few; a flush is a small
-  // write, amortised over 1024 operations.
+  // write, amortised over 1024 operations. A process's own memory shares nothing: its counters
+  // are gathered when asked for (persistent_counters), and a hit spares the atomic add.
+  if (backend_->in_process()) return;
   if (ops_since_flush_.fetch_add(1, std::memory_order_relaxed) + 1 >= 1024) {
     ops_since_flush_.store(0, std::memory_order_relaxed);
     try {
