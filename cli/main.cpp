@@ -109,6 +109,17 @@ void take_global_options(Invocation &in) {
   }
 }
 
+// This tool is its own process: nothing in it looks an OpenSSL algorithm up by a legacy name,
+// so OpenSSL need not copy its legacy name tables on the first digest (a fifth of a fresh hit's
+// instructions). The library leaves that choice to its host (src/util/openssl_init.hpp). Commands
+// that neither key nor open a cache do not initialise OpenSSL at all (nor clean it up at exit):
+// 0.1 ms of `progcache version`'s 2.4.
+void init_openssl_for(const Command &command) {
+  const std::string name = command.name;
+  if (name == "version" || name == "help") return;
+  OPENSSL_init_crypto(OPENSSL_INIT_NO_ADD_ALL_CIPHERS | OPENSSL_INIT_NO_ADD_ALL_DIGESTS, nullptr);
+}
+
 int run(int argc, char **argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
   Invocation in;
@@ -145,6 +156,7 @@ int run(int argc, char **argv) {
   if (!in.passthrough.empty() && !takes_passthrough(*command))
     throw Usage(std::string(command->name) + " takes nothing after --");
   take_global_options(in);
+  init_openssl_for(*command);
   CacheHandle cache;
   Opens opens = command->opens;
   // `config max_size SIZE` stores a setting: it may create the cache it configures.
@@ -164,10 +176,6 @@ int run(int argc, char **argv) {
 }  // namespace
 
 int main(int argc, char **argv) {
-  // This tool is its own process: nothing in it looks an OpenSSL algorithm up by a legacy name,
-  // so OpenSSL need not copy its legacy name tables on the first digest (a fifth of a fresh
-  // hit's instructions). The library leaves that choice to its host (src/util/openssl_init.hpp).
-  OPENSSL_init_crypto(OPENSSL_INIT_NO_ADD_ALL_CIPHERS | OPENSSL_INIT_NO_ADD_ALL_DIGESTS, nullptr);
   try {
     return run(argc, argv);
   } catch (const Usage &e) {
