@@ -472,7 +472,8 @@ void walk(const ProgramDesc &p, const KeyContext *context, bool with_fields, Vis
   if (cxx) std::stable_sort(headers.begin(), headers.end());
   number(kTagHeaderCount, headers.size(),
          [&] { return Described("headers", std::to_string(headers.size())); });
-  for (const auto &[name, text] : headers) {
+  for (const auto &header : headers) {  // not a structured binding: lambdas capture it (clang 14)
+    const std::string_view name = header.first, text = header.second;
     visit(kTagHeaderName, name, [&] { return Described("header name", name); });
     visit(kTagHeaderSource, text,
           [&] { return Described("header " + std::string(name), short_digest(text)); });
