@@ -63,16 +63,16 @@ set(CPACK_DEBIAN_PACKAGE_GENERATE_SHLIBS_POLICY ">=")
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS_PRIVATE_DIRS ${CMAKE_BINARY_DIR})
 
 set(CPACK_DEBIAN_LIB_PACKAGE_NAME libprogcache${PCACHE_SOVERSION})
-# zstd and hiredis are opened with dlopen by the features that use them (src/util/
-# system_library.hpp), which dpkg-shlibdeps cannot see: the packages holding their SONAMEs are
-# named here.
+# zstd, hiredis and libcrypto are opened with dlopen by the features that use them (src/util/
+# system_library.hpp, src/util/libcrypto.hpp), which dpkg-shlibdeps cannot see: the packages
+# holding their SONAMEs are named here.
 set(pcache_dlopen_depends "")
-foreach(soname IN ITEMS ${PCACHE_ZSTD_SONAME} ${PCACHE_HIREDIS_SONAME})
-  execute_process(COMMAND dpkg -S "/${soname}" OUTPUT_VARIABLE owner RESULT_VARIABLE rc
+foreach(soname IN ITEMS ${PCACHE_ZSTD_SONAME} ${PCACHE_HIREDIS_SONAME} ${PCACHE_LIBCRYPTO_SONAME})
+  execute_process(COMMAND dpkg -S "*/${soname}" OUTPUT_VARIABLE owner RESULT_VARIABLE rc
                   ERROR_QUIET)
   if(rc EQUAL 0 AND owner MATCHES "^([^:,]+)")
     list(APPEND pcache_dlopen_depends ${CMAKE_MATCH_1})
-  else()  # not a dpkg system: Debian's naming (libfoo.so.N -> libfooN)
+  else()  # not a dpkg system: Debian's usual naming (libfoo.so.N -> libfooN)
     string(REGEX REPLACE "^(lib[^.]+)\\.so\\.(.*)$" "\\1\\2" package ${soname})
     list(APPEND pcache_dlopen_depends ${package})
   endif()

@@ -1,6 +1,5 @@
 #include "core/key.hpp"
 
-#include <openssl/evp.h>
 #include <xxhash.h>
 
 #include <algorithm>
@@ -14,6 +13,7 @@
 #include "util/endian.hpp"
 #include "util/env.hpp"
 #include "util/error.hpp"
+#include "util/libcrypto.hpp"
 #include "util/openssl_init.hpp"
 #include "util/test_hooks.hpp"
 
@@ -277,10 +277,10 @@ namespace {
 class DigestContextPool {
  public:
   ~DigestContextPool() {
-    for (EVP_MD_CTX *c : free_) EVP_MD_CTX_free(c);
+    for (EVP_MD_CTX *c : free_) libcrypto().EVP_MD_CTX_free(c);
   }
   EVP_MD_CTX *take() {
-    if (free_.empty()) return EVP_MD_CTX_new();
+    if (free_.empty()) return libcrypto().EVP_MD_CTX_new();
     EVP_MD_CTX *c = free_.back();
     free_.pop_back();
     return c;
@@ -289,7 +289,7 @@ class DigestContextPool {
     if (free_.size() < 4) {
       free_.push_back(c);
     } else {
-      EVP_MD_CTX_free(c);
+      libcrypto().EVP_MD_CTX_free(c);
     }
   }
   static DigestContextPool &this_thread() {
@@ -312,14 +312,15 @@ struct Algo {
 const Algo &algo() {
   static const Algo a = [] {
     init_openssl();
+    const LibCrypto &crypto = libcrypto();
     Algo r;
-    r.md = EVP_MD_fetch(nullptr, "BLAKE2B-512", nullptr);
+    r.md = crypto.EVP_MD_fetch(nullptr, "BLAKE2B-512", nullptr);
     r.schema = kSchemaBlake2;
     r.identity_schema = kIdentityBlake2;
     r.name = "blake2b";
     if (!r.md || test_hooks::force_sha256()) {
-      if (r.md) EVP_MD_free(r.md);
-      r.md = EVP_MD_fetch(nullptr, "SHA256", nullptr);
+      if (r.md) crypto.EVP_MD_free(r.md);
+      r.md = crypto.EVP_MD_fetch(nullptr, "SHA256", nullptr);
       r.schema = kSchemaSha256;
       r.identity_schema = kIdentitySha256;
       r.name = "sha256";
@@ -334,7 +335,7 @@ class Hasher {
  public:
   Hasher() : ctx_(DigestContextPool::this_thread().take()) {
     if (!ctx_) throw std::bad_alloc();
-    if (EVP_DigestInit_ex2(ctx_.get(), algo().md, nullptr) != 1)
+    if (libcrypto().EVP_DigestInit_ex2(ctx_.get(), algo().md, nullptr) != 1)
       throw Error(Status::internal, "OpenSSL digest init failed");
   }
   // Small fields are gathered and handed to OpenSSL together: a digest update per tag, length
@@ -363,7 +364,7 @@ class Hasher {
     flush();
     uint8_t out[EVP_MAX_MD_SIZE];
     unsigned int n = 0;
-    if (EVP_DigestFinal_ex(ctx_.get(), out, &n) != 1 || n < kKeySize)
+    if (libcrypto().EVP_DigestFinal_ex(ctx_.get(), out, &n) != 1 || n < kKeySize)
       throw Error(Status::internal, "OpenSSL digest final failed");
     Key k;
     std::memcpy(k.data(), out, kKeySize);
@@ -375,7 +376,7 @@ class Hasher {
     void operator()(EVP_MD_CTX *c) const { DigestContextPool::this_thread().give_back(c); }
   };
   void update(const void *d, size_t n) {
-    if (n && EVP_DigestUpdate(ctx_.get(), d, n) != 1)
+    if (n && libcrypto().EVP_DigestUpdate(ctx_.get(), d, n) != 1)
       throw Error(Status::internal, "OpenSSL digest update failed");
   }
   void flush() {

@@ -1,9 +1,6 @@
 #include "format/entry.hpp"
 
 #include <openssl/core_names.h>
-#include <openssl/crypto.h>
-#include <openssl/evp.h>
-#include <openssl/params.h>
 #include <xxhash.h>
 #include <zstd.h>
 #ifdef PCACHE_HAVE_XXH_DISPATCH
@@ -15,6 +12,7 @@
 
 #include "util/endian.hpp"
 #include "util/error.hpp"
+#include "util/libcrypto.hpp"
 #include "util/openssl_init.hpp"
 #include "util/system_library.hpp"
 
@@ -39,35 +37,37 @@ void checksum(const uint8_t *record, size_t body_size, uint8_t out[16]) {
 MacKey::MacKey(ByteView secret) {
   init_openssl();
   unsigned int n = 0;
-  EVP_MD *md = EVP_MD_fetch(nullptr, "BLAKE2B-512", nullptr);
-  if (!md) md = EVP_MD_fetch(nullptr, "SHA512", nullptr);  // FIPS providers: no BLAKE2b
-  const bool ok = md && EVP_Digest(secret.data, secret.size, key_, &n, md, nullptr) == 1;
-  EVP_MD_free(md);
+  const LibCrypto &crypto = libcrypto();
+  EVP_MD *md = crypto.EVP_MD_fetch(nullptr, "BLAKE2B-512", nullptr);
+  if (!md) md = crypto.EVP_MD_fetch(nullptr, "SHA512", nullptr);  // FIPS providers: no BLAKE2b
+  const bool ok = md && crypto.EVP_Digest(secret.data, secret.size, key_, &n, md, nullptr) == 1;
+  crypto.EVP_MD_free(md);
   if (!ok || n != sizeof key_) throw Error(Status::internal, "cannot derive the MAC key");
 }
 
 void MacKey::sign(const uint8_t *record, size_t body_size, uint8_t out[16]) const {
   // BLAKE2BMAC with a 16-byte output; HMAC-SHA256 truncated to 16 under FIPS providers.
   init_openssl();
-  static EVP_MAC *const blake = EVP_MAC_fetch(nullptr, "BLAKE2BMAC", nullptr);
-  static EVP_MAC *const hmac = blake ? nullptr : EVP_MAC_fetch(nullptr, "HMAC", nullptr);
-  EVP_MAC_CTX *ctx = EVP_MAC_CTX_new(blake ? blake : hmac);
+  const LibCrypto &crypto = libcrypto();
+  static EVP_MAC *const blake = crypto.EVP_MAC_fetch(nullptr, "BLAKE2BMAC", nullptr);
+  static EVP_MAC *const hmac = blake ? nullptr : crypto.EVP_MAC_fetch(nullptr, "HMAC", nullptr);
+  EVP_MAC_CTX *ctx = crypto.EVP_MAC_CTX_new(blake ? blake : hmac);
   if (!ctx) throw Error(Status::internal, "OpenSSL has neither BLAKE2BMAC nor HMAC");
   size_t out_size = 16;
   char digest[] = "SHA256";
   OSSL_PARAM params[2];
   if (blake)
-    params[0] = OSSL_PARAM_construct_size_t("size", &out_size);
+    params[0] = crypto.OSSL_PARAM_construct_size_t("size", &out_size);
   else
-    params[0] = OSSL_PARAM_construct_utf8_string("digest", digest, 0);
-  params[1] = OSSL_PARAM_construct_end();
+    params[0] = crypto.OSSL_PARAM_construct_utf8_string("digest", digest, 0);
+  params[1] = crypto.OSSL_PARAM_construct_end();
   uint8_t full[64];
   size_t n = 0;
-  const bool ok = EVP_MAC_init(ctx, key_, sizeof key_, params) == 1 &&
-                  EVP_MAC_update(ctx, record, 32) == 1 &&
-                  EVP_MAC_update(ctx, record + kEntryHeaderSize, body_size) == 1 &&
-                  EVP_MAC_final(ctx, full, &n, sizeof full) == 1 && n >= 16;
-  EVP_MAC_CTX_free(ctx);
+  const bool ok = crypto.EVP_MAC_init(ctx, key_, sizeof key_, params) == 1 &&
+                  crypto.EVP_MAC_update(ctx, record, 32) == 1 &&
+                  crypto.EVP_MAC_update(ctx, record + kEntryHeaderSize, body_size) == 1 &&
+                  crypto.EVP_MAC_final(ctx, full, &n, sizeof full) == 1 && n >= 16;
+  crypto.EVP_MAC_CTX_free(ctx);
   if (!ok) throw Error(Status::internal, "OpenSSL MAC computation failed");
   std::memcpy(out, full, 16);
 }
@@ -302,7 +302,7 @@ std::optional<EntryParts> decode_entry(ByteView record, ByteView expected_key, b
     }
     uint8_t expected[16];
     mac->sign(record.data, record.size - kEntryHeaderSize, expected);
-    if (CRYPTO_memcmp(expected, record.data + 48, 16) != 0) {
+    if (libcrypto().CRYPTO_memcmp(expected, record.data + 48, 16) != 0) {
       if (why) *why = "entry MAC does not match the configured secret (forged or foreign)";
       return std::nullopt;
     }

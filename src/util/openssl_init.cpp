@@ -1,35 +1,47 @@
 #include "util/openssl_init.hpp"
 
-#include <openssl/conf.h>
-#include <openssl/crypto.h>
-#include <openssl/err.h>
-
 #include <cstdlib>
 #include <mutex>
 #include <system_error>
 #include <thread>
 
+#include "util/libcrypto.hpp"
+
 namespace progcache {
+
+const LibCrypto &libcrypto() {
+  static SystemLibrary library(PCACHE_LIBCRYPTO_SONAME);
+  static const LibCrypto api = [] {
+    LibCrypto a;
+    PCACHE_LIBCRYPTO_FUNCTIONS(PCACHE_SYSTEM_LIBRARY_RESOLVE)
+    return a;
+  }();
+  return api;
+}
+
 namespace {
 
 // A file named by $OPENSSL_CONF is always loaded: the user asked for it.
 bool config_matters() {
   if (const char *conf = std::getenv("OPENSSL_CONF"); conf && *conf) return true;
-  char *file = CONF_get1_default_config_file();
+  const LibCrypto &crypto = libcrypto();
+  char *file = crypto.CONF_get1_default_config_file();
   const bool matters = openssl_config_matters(file);
-  OPENSSL_free(file);
+  crypto.CRYPTO_free(file, OPENSSL_FILE, OPENSSL_LINE);
   return matters;
 }
 
 bool section_is_set(const char *file) {
-  CONF *conf = NCONF_new(nullptr);
+  const LibCrypto &crypto = libcrypto();
+  CONF *conf = crypto.NCONF_new(nullptr);
   bool matters = true;
-  if (long error_line = 0; conf && NCONF_load(conf, file, &error_line) == 1) {
-    const char *init = NCONF_get_string(conf, nullptr, "openssl_conf");
-    const STACK_OF(CONF_VALUE) *section = init ? NCONF_get_section(conf, init) : nullptr;
-    matters = section && sk_CONF_VALUE_num(section) > 0;
+  if (long error_line = 0; conf && crypto.NCONF_load(conf, file, &error_line) == 1) {
+    const char *init = crypto.NCONF_get_string(conf, nullptr, "openssl_conf");
+    const STACK_OF(CONF_VALUE) *section = init ? crypto.NCONF_get_section(conf, init) : nullptr;
+    matters =
+        section && crypto.OPENSSL_sk_num(reinterpret_cast<const OPENSSL_STACK *>(section)) > 0;
   }
-  NCONF_free(conf);
+  crypto.NCONF_free(conf);
   return matters;
 }
 
@@ -47,9 +59,9 @@ bool openssl_config_matters(const char *file) {
     std::thread parser([&] { matters = section_is_set(file); });
     parser.join();
   } catch (const std::system_error &) {  // no thread to be had: here, under a mark
-    ERR_set_mark();
+    libcrypto().ERR_set_mark();
     matters = section_is_set(file);
-    ERR_pop_to_mark();
+    libcrypto().ERR_pop_to_mark();
   }
   return matters;
 }
@@ -57,8 +69,8 @@ bool openssl_config_matters(const char *file) {
 void init_openssl() {
   static std::once_flag once;
   std::call_once(once, [] {
-    OPENSSL_init_crypto(config_matters() ? OPENSSL_INIT_LOAD_CONFIG : OPENSSL_INIT_NO_LOAD_CONFIG,
-                        nullptr);
+    libcrypto().OPENSSL_init_crypto(
+        config_matters() ? OPENSSL_INIT_LOAD_CONFIG : OPENSSL_INIT_NO_LOAD_CONFIG, nullptr);
   });
 }
 

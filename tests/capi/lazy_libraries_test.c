@@ -1,7 +1,9 @@
-/* zstd and hiredis are opened by the features that use them (src/util/system_library.hpp): a
- * process that never compresses an entry nor opens a Redis cache never maps either (each costs
- * start-up time), and one that does gets them when it needs them. */
+/* zstd, hiredis and libcrypto are opened by the features that use them (src/util/
+ * system_library.hpp, src/util/libcrypto.hpp): a process that never compresses an entry, opens a
+ * Redis cache or derives a key never maps them (each costs start-up time; libcrypto the most),
+ * and one that does gets them when it needs them. */
 #include <progcache/progcache.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,6 +51,20 @@ int main(void) {
   CHECK(put_and_get(uri));
   CHECK(!mapped("libzstd.so"));
   CHECK(!mapped("libhiredis.so"));
+  CHECK(!mapped("libcrypto.so"));
+  const char *options[] = {"-arch=sm_90"};
+  pcache_program program;
+  memset(&program, 0, sizeof program);
+  program.struct_size = sizeof program;
+  program.name = "k.cu";
+  program.source = "__global__ void k() {}";
+  program.options = options;
+  program.num_options = 1;
+  program.nvrtc_version = 13000;
+  uint8_t key[PCACHE_KEY_SIZE], again[PCACHE_KEY_SIZE];
+  CHECK(pcache_make_key(&program, key) == PCACHE_OK);
+  CHECK(mapped("libcrypto.so"));
+  CHECK(pcache_make_key(&program, again) == PCACHE_OK && memcmp(key, again, sizeof key) == 0);
   snprintf(uri, sizeof uri, "sqlite:%s/zstd.db?compress=zstd", dir);
   CHECK(put_and_get(uri));
   CHECK(mapped("libzstd.so"));

@@ -1,0 +1,61 @@
+// libcrypto (OpenSSL 3), opened when progcache first hashes or signs: a process that derives no
+// key and checks no MAC (`progcache version`, `stats`, `ls`, `run`'s own process, a get by key
+// without a secret) never maps it, which cost every fresh process 0.7-0.8 ms here whether it
+// hashed or not (docs/performance.md). BLAKE2b, SHA-256 and the MAC are OpenSSL's as before;
+// its headers give the types and the SONAME the build compiled against.
+#pragma once
+
+#include <openssl/conf.h>
+#include <openssl/crypto.h>
+#include <openssl/err.h>
+#include <openssl/evp.h>
+#include <openssl/params.h>
+
+#include "util/system_library.hpp"
+
+// Every libcrypto function progcache calls. OPENSSL_free and sk_*_num are macros or inline
+// functions over CRYPTO_free and OPENSSL_sk_num.
+#define PCACHE_LIBCRYPTO_FUNCTIONS(X) \
+  X(OPENSSL_init_crypto)              \
+  X(CRYPTO_free)                      \
+  X(CRYPTO_memcmp)                    \
+  X(CONF_get1_default_config_file)    \
+  X(NCONF_new)                        \
+  X(NCONF_load)                       \
+  X(NCONF_get_string)                 \
+  X(NCONF_get_section)                \
+  X(NCONF_free)                       \
+  X(OPENSSL_sk_num)                   \
+  X(ERR_set_mark)                     \
+  X(ERR_pop_to_mark)                  \
+  X(EVP_MD_fetch)                     \
+  X(EVP_MD_free)                      \
+  X(EVP_MD_CTX_new)                   \
+  X(EVP_MD_CTX_free)                  \
+  X(EVP_DigestInit_ex2)               \
+  X(EVP_DigestUpdate)                 \
+  X(EVP_DigestFinal_ex)               \
+  X(EVP_Digest)                       \
+  X(EVP_MAC_fetch)                    \
+  X(EVP_MAC_CTX_new)                  \
+  X(EVP_MAC_CTX_free)                 \
+  X(EVP_MAC_init)                     \
+  X(EVP_MAC_update)                   \
+  X(EVP_MAC_final)                    \
+  X(OSSL_PARAM_construct_size_t)      \
+  X(OSSL_PARAM_construct_utf8_string) \
+  X(OSSL_PARAM_construct_end)
+
+namespace progcache {
+
+struct LibCrypto {
+  PCACHE_LIBCRYPTO_FUNCTIONS(PCACHE_SYSTEM_LIBRARY_MEMBER)
+};
+
+// libcrypto's functions, the library opened (by PCACHE_LIBCRYPTO_SONAME) and resolved on the
+// first call and kept for the process; a host that linked libcrypto already shares its copy.
+// Throws Error(Status::unsupported) naming the library and what dlopen or dlsym said.
+// Thread-safe.
+const LibCrypto &libcrypto();
+
+}  // namespace progcache
