@@ -4,10 +4,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "differential.hpp"
@@ -267,15 +269,23 @@ TEST(Key, SideEffectOptionsAreAlwaysRefused) {
   }
 }
 
-// The include scan's manifests are not filed by working directory: a relative header is probed
-// again from wherever the process is. Keys made in turn in two directories, each with its own
-// "h.h", differ; back in the first, the first key; with h.h gone, another key again.
-TEST(Key, EachWorkingDirectoryKeysItsOwnRelativeHeaders) {
+// The include scan's manifests (a program's scan, answered again while every path it probed
+// looks the same) are filed by the program alone: not by working directory, since a relative
+// header is probed again from wherever the process is; and, where the program's name, options
+// and headers take more than 1 KiB, by a digest of them. Headers are made more than 2 s old
+// first: a file changed within 2 s is never vouched for by its stat, and no manifest is kept.
+TEST(Key, IncludeManifestsAreFiledByProgramNotByDirectory) {
   testutil::TempDir d;
-  for (const char *sub : {"a", "b", "c"}) ASSERT_EQ(::mkdir((d / sub).c_str(), 0700), 0);
+  for (const char *sub : {"a", "b", "c", "la", "lb"})
+    ASSERT_EQ(::mkdir((d / sub).c_str(), 0700), 0);
   difftest::write_aged(d / "a/h.h", "#define VAL 1\n");
   difftest::write_aged(d / "b/h.h", "#define VAL 2\n");
-  difftest::write_aged(d / "c/h.h", "#define VAL 1\n");  // a's content: another file, one key
+  difftest::write_aged(d / "c/h.h", "#define VAL 1\n");  // a's text in another file: a's key
+  difftest::write_aged(d / "la/h.h", "#define VAL 1\n");
+  difftest::write_aged(d / "lb/h.h", "#define VAL 1\n");
+  std::this_thread::sleep_for(std::chrono::milliseconds(2100));
+
+  // Keys made in turn in three directories, each with its own relative h.h.
   Prog p = base();
   p.source = "#include \"h.h\"\n__global__ void k(int *x) { *x = VAL; }\n";
   auto key_in = [&](const char *sub) {
@@ -290,6 +300,23 @@ TEST(Key, EachWorkingDirectoryKeysItsOwnRelativeHeaders) {
   const std::string gone = key_in("b");
   EXPECT_NE(gone, a);
   EXPECT_NE(gone, b);
+
+  // Two long programs that differ only in their -I directory: one's manifest never answers for
+  // the other (its headers would key it).
+  auto long_program = [&](const char *dir) {
+    Prog q = base();
+    q.source = "#include <h.h>\n__global__ void k(int *x) { *x = VAL; }\n";
+    for (int i = 0; i < 100; ++i) q.options.push_back("-DMACRO_NUMBER_" + std::to_string(i));
+    q.options.push_back("-I" + d / dir);
+    return q;
+  };
+  const Prog la = long_program("la"), lb = long_program("lb");
+  const std::string la_key = la.key(), lb_key = lb.key();
+  EXPECT_NE(la_key, lb_key);
+  EXPECT_EQ(lb.key(), lb_key);
+  difftest::write_aged(d / "lb/h.h", "#define VAL 2\n", 50);
+  EXPECT_EQ(la.key(), la_key);
+  EXPECT_NE(lb.key(), lb_key) << "lb was keyed by la's headers";
 }
 
 TEST(Key, BadInputsAreInvalid) {
