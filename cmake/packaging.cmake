@@ -63,11 +63,12 @@ set(CPACK_DEBIAN_PACKAGE_GENERATE_SHLIBS_POLICY ">=")
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS_PRIVATE_DIRS ${CMAKE_BINARY_DIR})
 
 set(CPACK_DEBIAN_LIB_PACKAGE_NAME libprogcache${PCACHE_SOVERSION})
-# zstd, hiredis and libcrypto are opened with dlopen by the features that use them (src/util/
-# system_library.hpp, src/util/libcrypto.hpp), which dpkg-shlibdeps cannot see: the packages
-# holding their SONAMEs are named here.
+# zstd, hiredis, libcrypto and SQLite are opened with dlopen by the features that use them
+# (src/util/system_library.hpp, src/util/libcrypto.hpp, src/backends/sqlite_library.hpp), which
+# dpkg-shlibdeps cannot see: the packages holding their SONAMEs are named here.
 set(pcache_dlopen_depends "")
-foreach(soname IN ITEMS ${PCACHE_ZSTD_SONAME} ${PCACHE_HIREDIS_SONAME} ${PCACHE_LIBCRYPTO_SONAME})
+foreach(soname IN ITEMS ${PCACHE_ZSTD_SONAME} ${PCACHE_HIREDIS_SONAME} ${PCACHE_LIBCRYPTO_SONAME}
+                        ${PCACHE_SQLITE_SONAME})
   execute_process(COMMAND dpkg -S "*/${soname}" OUTPUT_VARIABLE owner RESULT_VARIABLE rc
                   ERROR_QUIET)
   if(rc EQUAL 0 AND owner MATCHES "^([^:,]+)")

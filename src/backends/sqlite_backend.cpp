@@ -1,7 +1,6 @@
 #include "backends/sqlite_backend.hpp"
 
 #include <fcntl.h>
-#include <sqlite3.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <xxhash.h>
@@ -87,11 +86,12 @@ constexpr size_t kFlushAfterTouches = 128;
 constexpr int kSqliteForkMutexes[] = {SQLITE_MUTEX_STATIC_VFS1, SQLITE_MUTEX_STATIC_PRNG,
                                       SQLITE_MUTEX_STATIC_MAIN, SQLITE_MUTEX_STATIC_MEM};
 void sqlite_fork_prepare() {
-  for (int id : kSqliteForkMutexes) sqlite3_mutex_enter(sqlite3_mutex_alloc(id));
+  for (int id : kSqliteForkMutexes)
+    libsqlite().sqlite3_mutex_enter(libsqlite().sqlite3_mutex_alloc(id));
 }
 void sqlite_fork_release() {
   for (int i = int(std::size(kSqliteForkMutexes)) - 1; i >= 0; --i)
-    sqlite3_mutex_leave(sqlite3_mutex_alloc(kSqliteForkMutexes[i]));
+    libsqlite().sqlite3_mutex_leave(libsqlite().sqlite3_mutex_alloc(kSqliteForkMutexes[i]));
 }
 constexpr auto kFlushAfterTime = std::chrono::milliseconds(500);
 
@@ -110,7 +110,9 @@ bool recency_stale(int64_t used_at, int64_t interval_ms) {
 }
 
 int64_t row_used_at(sqlite3_stmt *row) {
-  return sqlite3_column_type(row, 3) == SQLITE_NULL ? -1 : sqlite3_column_int64(row, 3);
+  return libsqlite().sqlite3_column_type(row, 3) == SQLITE_NULL
+             ? -1
+             : libsqlite().sqlite3_column_int64(row, 3);
 }
 
 }  // namespace
@@ -126,7 +128,7 @@ SqliteBackend::SqliteBackend(Uri &uri, const BackendConfig &config)
     : config_(config), path_(uri.path) {
   static std::once_flag fork_hooks;
   std::call_once(fork_hooks, [] {
-    sqlite3_initialize();  // the static mutexes exist from here on
+    libsqlite().sqlite3_initialize();  // the static mutexes exist from here on
     add_fork_participant(&sqlite_fork_prepare, &sqlite_fork_release);
   });
   busy_timeout_ms_ =
@@ -167,8 +169,9 @@ SqliteBackend::~SqliteBackend() {
   // A handle that left the WAL long empties it, without waiting for anyone: every process's first
   // connection re-reads what is in it, and processes that only hit write nothing that would.
   if (wal_frames_ >= kWalCloseCheckpointPages && wal_ && db_ && pid_ == ::getpid()) {
-    sqlite3_busy_timeout(db_, 0);
-    sqlite3_wal_checkpoint_v2(db_, "main", SQLITE_CHECKPOINT_TRUNCATE, nullptr, nullptr);
+    libsqlite().sqlite3_busy_timeout(db_, 0);
+    libsqlite().sqlite3_wal_checkpoint_v2(db_, "main", SQLITE_CHECKPOINT_TRUNCATE, nullptr,
+                                          nullptr);
   }
   disconnect(pid_ != ::getpid());
 }
@@ -180,8 +183,8 @@ const char *SqliteBackend::sql_text(Stmt s) {
 
 sqlite3_stmt *SqliteBackend::stmt(Stmt s) {
   if (!stmts_[s]) {
-    const int rc =
-        sqlite3_prepare_v3(db_, kSql[s], -1, SQLITE_PREPARE_PERSISTENT, &stmts_[s], nullptr);
+    const int rc = libsqlite().sqlite3_prepare_v3(db_, kSql[s], -1, SQLITE_PREPARE_PERSISTENT,
+                                                  &stmts_[s], nullptr);
     if (rc != SQLITE_OK) fail(rc, std::string("cannot prepare '") + kSql[s] + "'");
   }
   return stmts_[s];
@@ -189,18 +192,18 @@ sqlite3_stmt *SqliteBackend::stmt(Stmt s) {
 
 int64_t SqliteBackend::meta_get(const char *name) {
   StmtScope q{stmt(kMetaGet)};
-  sqlite3_bind_text(q.s, 1, name, -1, SQLITE_STATIC);
-  const int rc = sqlite3_step(q.s);
-  if (rc == SQLITE_ROW) return sqlite3_column_int64(q.s, 0);
+  libsqlite().sqlite3_bind_text(q.s, 1, name, -1, SQLITE_STATIC);
+  const int rc = libsqlite().sqlite3_step(q.s);
+  if (rc == SQLITE_ROW) return libsqlite().sqlite3_column_int64(q.s, 0);
   if (rc == SQLITE_DONE) return 0;
   fail(rc, "cannot read cache metadata");
 }
 
 void SqliteBackend::meta_set(const char *name, int64_t value) {
   StmtScope q{stmt(kMetaSet)};
-  sqlite3_bind_text(q.s, 1, name, -1, SQLITE_STATIC);
-  sqlite3_bind_int64(q.s, 2, value);
-  const int rc = sqlite3_step(q.s);
+  libsqlite().sqlite3_bind_text(q.s, 1, name, -1, SQLITE_STATIC);
+  libsqlite().sqlite3_bind_int64(q.s, 2, value);
+  const int rc = libsqlite().sqlite3_step(q.s);
   if (rc != SQLITE_DONE) fail(rc, "cannot write cache metadata");
 }
 
@@ -233,10 +236,10 @@ int64_t SqliteBackend::read_clock_locked() {
   const std::string sql =
       "SELECT coalesce(max(atime), 0) FROM recency WHERE atime >= 0 AND atime < " +
       std::to_string(kMaxClock);
-  if (sqlite3_prepare_v2(db_, sql.c_str(), -1, &s, nullptr) == SQLITE_OK &&
-      sqlite3_step(s) == SQLITE_ROW)
-    newest = sqlite3_column_int64(s, 0);
-  sqlite3_finalize(s);
+  if (libsqlite().sqlite3_prepare_v2(db_, sql.c_str(), -1, &s, nullptr) == SQLITE_OK &&
+      libsqlite().sqlite3_step(s) == SQLITE_ROW)
+    newest = libsqlite().sqlite3_column_int64(s, 0);
+  libsqlite().sqlite3_finalize(s);
   return newest;
 }
 
@@ -252,10 +255,10 @@ void SqliteBackend::flush_touches_locked() {
     const std::string &k = touches[i];
     if (last[k] != i) continue;
     StmtScope q{stmt(kTouch)};
-    sqlite3_bind_blob(q.s, 1, k.data(), static_cast<int>(k.size()), SQLITE_STATIC);
-    sqlite3_bind_int64(q.s, 2, ++clock);
-    sqlite3_bind_int64(q.s, 3, int64_t(std::time(nullptr)));
-    const int rc = sqlite3_step(q.s);
+    libsqlite().sqlite3_bind_blob(q.s, 1, k.data(), static_cast<int>(k.size()), SQLITE_STATIC);
+    libsqlite().sqlite3_bind_int64(q.s, 2, ++clock);
+    libsqlite().sqlite3_bind_int64(q.s, 3, int64_t(std::time(nullptr)));
+    const int rc = libsqlite().sqlite3_step(q.s);
     if (rc != SQLITE_DONE) fail(rc, "cannot record entry recency");
   }
   meta_set("clock", clock);
@@ -278,27 +281,28 @@ void SqliteBackend::flush_touches(TouchDue due) {
 }
 
 bool SqliteBackend::try_write_txn(const std::function<void()> &fn) {
-  sqlite3_busy_timeout(db_, 0);  // one attempt at the write lock, without the busy handler
+  libsqlite().sqlite3_busy_timeout(db_,
+                                   0);  // one attempt at the write lock, without the busy handler
   struct RestoreTimeout {
     sqlite3 *db;
     int ms;
-    ~RestoreTimeout() { sqlite3_busy_timeout(db, ms); }
+    ~RestoreTimeout() { libsqlite().sqlite3_busy_timeout(db, ms); }
   } restore{db_, busy_timeout_ms_};
   {
     StmtScope begin{stmt(kBegin)};
-    const int rc = sqlite3_step(begin.s);
+    const int rc = libsqlite().sqlite3_step(begin.s);
     if (is_busy(rc)) return false;
     if (rc != SQLITE_DONE) fail(rc, "cannot begin a write transaction");
   }
   try {
     fn();
     StmtScope commit{stmt(kCommit)};
-    const int rc = sqlite3_step(commit.s);
+    const int rc = libsqlite().sqlite3_step(commit.s);
     if (rc != SQLITE_DONE) fail(rc, "cannot commit");
   } catch (const Error &e) {
-    if (sqlite3_get_autocommit(db_) == 0) {
+    if (libsqlite().sqlite3_get_autocommit(db_) == 0) {
       StmtScope rollback{stmt(kRollback)};
-      sqlite3_step(rollback.s);
+      libsqlite().sqlite3_step(rollback.s);
     }
     if (e.status() != Status::busy) throw;
     return false;
@@ -308,9 +312,10 @@ bool SqliteBackend::try_write_txn(const std::function<void()> &fn) {
 
 SqliteBackend::Totals SqliteBackend::recount_locked(bool counts_as_damage) {
   StmtScope q{stmt(kRecount)};
-  const int rc = sqlite3_step(q.s);
+  const int rc = libsqlite().sqlite3_step(q.s);
   if (rc != SQLITE_ROW) fail(rc, "cannot recount the entries");
-  Totals t{int64_t(sqlite3_column_double(q.s, 1)), sqlite3_column_int64(q.s, 0)};
+  Totals t{int64_t(libsqlite().sqlite3_column_double(q.s, 1)),
+           libsqlite().sqlite3_column_int64(q.s, 0)};
   if (counts_as_damage && config_.events)
     config_.events->corrupt.fetch_add(1, std::memory_order_relaxed);
   return t;
@@ -321,14 +326,14 @@ SqliteBackend::Totals SqliteBackend::load_totals_locked(bool *recounted) {
   bool checked = false, has_check = false;
   {
     StmtScope q{stmt(kTotals)};
-    const int rc = sqlite3_step(q.s);
+    const int rc = libsqlite().sqlite3_step(q.s);
     if (rc != SQLITE_ROW) fail(rc, "cannot read the cache totals");
-    has_check = sqlite3_column_type(q.s, 2) == SQLITE_INTEGER;
-    if (sqlite3_column_type(q.s, 0) == SQLITE_INTEGER &&
-        sqlite3_column_type(q.s, 1) == SQLITE_INTEGER && has_check) {
-      t = {sqlite3_column_int64(q.s, 0), sqlite3_column_int64(q.s, 1)};
+    has_check = libsqlite().sqlite3_column_type(q.s, 2) == SQLITE_INTEGER;
+    if (libsqlite().sqlite3_column_type(q.s, 0) == SQLITE_INTEGER &&
+        libsqlite().sqlite3_column_type(q.s, 1) == SQLITE_INTEGER && has_check) {
+      t = {libsqlite().sqlite3_column_int64(q.s, 0), libsqlite().sqlite3_column_int64(q.s, 1)};
       checked = t.size >= 0 && t.count >= 0 &&
-                sqlite3_column_int64(q.s, 2) == totals_check(t.size, t.count);
+                libsqlite().sqlite3_column_int64(q.s, 2) == totals_check(t.size, t.count);
     }
   }
   if (recounted) *recounted = !checked;
@@ -346,11 +351,11 @@ bool SqliteBackend::delete_row_locked(int64_t rowid, int64_t *freed, bool *had_e
   *freed = 0;
   {
     StmtScope d{stmt(kDeleteRow)};
-    sqlite3_bind_int64(d.s, 1, rowid);
+    libsqlite().sqlite3_bind_int64(d.s, 1, rowid);
     int rc;
-    while ((rc = sqlite3_step(d.s)) == SQLITE_ROW) {
+    while ((rc = libsqlite().sqlite3_step(d.s)) == SQLITE_ROW) {
       *had_entry = true;
-      *freed = std::max<int64_t>(0, sqlite3_column_int64(d.s, 0));
+      *freed = std::max<int64_t>(0, libsqlite().sqlite3_column_int64(d.s, 0));
     }
     if (rc != SQLITE_DONE) fail(rc, "cannot evict an entry");
   }
@@ -359,10 +364,10 @@ bool SqliteBackend::delete_row_locked(int64_t rowid, int64_t *freed, bool *had_e
 
 bool SqliteBackend::delete_recency_locked(int64_t rowid) {
   StmtScope r{stmt(kDeleteRecency)};
-  sqlite3_bind_int64(r.s, 1, rowid);
-  const int rc = sqlite3_step(r.s);
+  libsqlite().sqlite3_bind_int64(r.s, 1, rowid);
+  const int rc = libsqlite().sqlite3_step(r.s);
   if (rc != SQLITE_DONE) fail(rc, "cannot delete an entry's recency");
-  return sqlite3_changes(db_) > 0;
+  return libsqlite().sqlite3_changes(db_) > 0;
 }
 
 // Deletes least-recently-used rows (by rowid: a row whose key has another type, or an index that
@@ -381,11 +386,11 @@ void SqliteBackend::evict_locked(Totals &t, ByteView keep) {
     std::vector<int64_t> rowids;
     StmtScope q{stmt(which)};
     int rc;
-    while ((rc = sqlite3_step(q.s)) == SQLITE_ROW) {
-      const bool is_keep =
-          sqlite3_column_type(q.s, 1) == SQLITE_BLOB &&
-          ByteView(sqlite3_column_blob(q.s, 1), size_t(sqlite3_column_bytes(q.s, 1))) == keep;
-      if (!is_keep) rowids.push_back(sqlite3_column_int64(q.s, 0));
+    while ((rc = libsqlite().sqlite3_step(q.s)) == SQLITE_ROW) {
+      const bool is_keep = libsqlite().sqlite3_column_type(q.s, 1) == SQLITE_BLOB &&
+                           ByteView(libsqlite().sqlite3_column_blob(q.s, 1),
+                                    size_t(libsqlite().sqlite3_column_bytes(q.s, 1))) == keep;
+      if (!is_keep) rowids.push_back(libsqlite().sqlite3_column_int64(q.s, 0));
     }
     if (rc != SQLITE_DONE) fail(rc, "cannot find entries to evict");
     return rowids;
@@ -431,10 +436,10 @@ SharedBlob SqliteBackend::get(ByteView key, Access access) {
 SharedBlob SqliteBackend::get_locked(ByteView key, int64_t *used_at) {
   return with_recovery([&]() -> SharedBlob {
     StmtScope q{stmt(kGet)};
-    sqlite3_bind_blob(q.s, 1, key.data, static_cast<int>(key.size), SQLITE_STATIC);
+    libsqlite().sqlite3_bind_blob(q.s, 1, key.data, static_cast<int>(key.size), SQLITE_STATIC);
     const int rc = step_while_busy(busy_timeout_ms_, [&] {
-      sqlite3_reset(q.s);  // a no-op before the first step; keeps the bindings
-      return sqlite3_step(q.s);
+      libsqlite().sqlite3_reset(q.s);  // a no-op before the first step; keeps the bindings
+      return libsqlite().sqlite3_step(q.s);
     });
     if (rc == SQLITE_DONE) return nullptr;
     if (rc != SQLITE_ROW) fail(rc, "cannot read an entry");
@@ -452,10 +457,10 @@ bool SqliteBackend::get_with_reader(ByteView key, SharedBlob *out, int64_t *used
   int rc;
   {
     StmtScope q{reader->get};
-    sqlite3_bind_blob(q.s, 1, key.data, static_cast<int>(key.size), SQLITE_STATIC);
+    libsqlite().sqlite3_bind_blob(q.s, 1, key.data, static_cast<int>(key.size), SQLITE_STATIC);
     rc = step_while_busy(busy_timeout_ms_, [&] {
-      sqlite3_reset(q.s);
-      return sqlite3_step(q.s);
+      libsqlite().sqlite3_reset(q.s);
+      return libsqlite().sqlite3_step(q.s);
     });
     if (rc == SQLITE_ROW) {
       *used_at = row_used_at(q.s);
@@ -469,35 +474,36 @@ bool SqliteBackend::get_with_reader(ByteView key, SharedBlob *out, int64_t *used
 
 // row: a kGet row, still stepped, so that the incremental read sees the row's own snapshot.
 SharedBlob SqliteBackend::read_record(sqlite3 *db, sqlite3_stmt *row, int *rc) {
-  if (sqlite3_column_type(row, 0) != SQLITE_NULL) {
-    const int n = sqlite3_column_bytes(row, 0);
+  if (libsqlite().sqlite3_column_type(row, 0) != SQLITE_NULL) {
+    const int n = libsqlite().sqlite3_column_bytes(row, 0);
     auto blob = std::make_shared<Blob>(static_cast<size_t>(n));
-    if (n) std::memcpy(blob->data(), sqlite3_column_blob(row, 0), static_cast<size_t>(n));
+    if (n)
+      std::memcpy(blob->data(), libsqlite().sqlite3_column_blob(row, 0), static_cast<size_t>(n));
     return blob;
   }
   sqlite3_blob *incremental = nullptr;
-  *rc = sqlite3_blob_open(db, "main", "entries", "record", sqlite3_column_int64(row, 1), 0,
-                          &incremental);
+  *rc = libsqlite().sqlite3_blob_open(db, "main", "entries", "record",
+                                      libsqlite().sqlite3_column_int64(row, 1), 0, &incremental);
   struct CloseBlob {
     sqlite3_blob *b;
-    ~CloseBlob() { sqlite3_blob_close(b); }
+    ~CloseBlob() { libsqlite().sqlite3_blob_close(b); }
   } close_blob{incremental};
   if (*rc != SQLITE_OK) return nullptr;
-  const int n = sqlite3_blob_bytes(incremental);
+  const int n = libsqlite().sqlite3_blob_bytes(incremental);
   auto blob = std::make_shared<Blob>(static_cast<size_t>(n));
-  *rc = sqlite3_blob_read(incremental, blob->data(), n, 0);
+  *rc = libsqlite().sqlite3_blob_read(incremental, blob->data(), n, 0);
   return *rc == SQLITE_OK ? blob : nullptr;
 }
 
 bool SqliteBackend::delete_entry_locked(ByteView key, Totals *t, int64_t *rowid) {
   StmtScope d{stmt(kDelete)};
-  sqlite3_bind_blob(d.s, 1, key.data, static_cast<int>(key.size), SQLITE_STATIC);
+  libsqlite().sqlite3_bind_blob(d.s, 1, key.data, static_cast<int>(key.size), SQLITE_STATIC);
   bool deleted = false;
   int rc;
-  while ((rc = sqlite3_step(d.s)) == SQLITE_ROW) {
-    t->size -= sqlite3_column_int64(d.s, 0);
+  while ((rc = libsqlite().sqlite3_step(d.s)) == SQLITE_ROW) {
+    t->size -= libsqlite().sqlite3_column_int64(d.s, 0);
     --t->count;
-    *rowid = sqlite3_column_int64(d.s, 1);
+    *rowid = libsqlite().sqlite3_column_int64(d.s, 1);
     deleted = true;
   }
   if (rc != SQLITE_DONE) fail(rc, "cannot delete an entry");
@@ -516,18 +522,18 @@ void SqliteBackend::put(ByteView key, Blob &&record, uint64_t payload_size) {
       const int64_t clock = read_clock_locked() + 1;
       {
         StmtScope q{stmt(kInsert)};
-        sqlite3_bind_blob(q.s, 1, key.data, static_cast<int>(key.size), SQLITE_STATIC);
-        sqlite3_bind_blob64(q.s, 2, record.data(), record.size(), SQLITE_STATIC);
-        sqlite3_bind_int64(q.s, 3, static_cast<int64_t>(payload_size));
-        const int rc = sqlite3_step(q.s);
+        libsqlite().sqlite3_bind_blob(q.s, 1, key.data, static_cast<int>(key.size), SQLITE_STATIC);
+        libsqlite().sqlite3_bind_blob64(q.s, 2, record.data(), record.size(), SQLITE_STATIC);
+        libsqlite().sqlite3_bind_int64(q.s, 3, static_cast<int64_t>(payload_size));
+        const int rc = libsqlite().sqlite3_step(q.s);
         if (rc != SQLITE_DONE) fail(rc, "cannot store an entry");
       }
       {
         StmtScope q{stmt(kAddRecency)};
-        sqlite3_bind_int64(q.s, 1, sqlite3_last_insert_rowid(db_));
-        sqlite3_bind_int64(q.s, 2, clock);
-        sqlite3_bind_int64(q.s, 3, int64_t(std::time(nullptr)));
-        const int rc = sqlite3_step(q.s);
+        libsqlite().sqlite3_bind_int64(q.s, 1, libsqlite().sqlite3_last_insert_rowid(db_));
+        libsqlite().sqlite3_bind_int64(q.s, 2, clock);
+        libsqlite().sqlite3_bind_int64(q.s, 3, int64_t(std::time(nullptr)));
+        const int rc = libsqlite().sqlite3_step(q.s);
         if (rc != SQLITE_DONE) fail(rc, "cannot record an entry's recency");
       }
       t.size += static_cast<int64_t>(payload_size);
@@ -599,7 +605,7 @@ void SqliteBackend::clear() {
       take_touches();
       for (Stmt which : {kClear, kClearRecency}) {
         StmtScope q{stmt(which)};
-        const int rc = sqlite3_step(q.s);
+        const int rc = libsqlite().sqlite3_step(q.s);
         if (rc != SQLITE_DONE) fail(rc, "cannot clear the cache");
       }
       store_totals_locked({});
@@ -614,18 +620,18 @@ namespace {
 // the damage that hides entries from lookups.
 std::string integrity_check(sqlite3 *db) {
   sqlite3_stmt *s = nullptr;
-  if (sqlite3_prepare_v2(db, "PRAGMA integrity_check(8)", -1, &s, nullptr) != SQLITE_OK)
-    return std::string("integrity_check cannot run: ") + sqlite3_errmsg(db);
+  if (libsqlite().sqlite3_prepare_v2(db, "PRAGMA integrity_check(8)", -1, &s, nullptr) != SQLITE_OK)
+    return std::string("integrity_check cannot run: ") + libsqlite().sqlite3_errmsg(db);
   std::string found;
   int rc;
-  while ((rc = sqlite3_step(s)) == SQLITE_ROW) {
-    const char *row = reinterpret_cast<const char *>(sqlite3_column_text(s, 0));
+  while ((rc = libsqlite().sqlite3_step(s)) == SQLITE_ROW) {
+    const char *row = reinterpret_cast<const char *>(libsqlite().sqlite3_column_text(s, 0));
     if (row && std::string_view(row) != "ok")
       found += (found.empty() ? "" : "; ") + std::string(row);
   }
   if (rc != SQLITE_DONE && found.empty())
-    found = std::string("integrity_check: ") + sqlite3_errmsg(db);
-  sqlite3_finalize(s);
+    found = std::string("integrity_check: ") + libsqlite().sqlite3_errmsg(db);
+  libsqlite().sqlite3_finalize(s);
   return found;
 }
 
@@ -648,7 +654,7 @@ std::string SqliteBackend::check_storage(bool repair) {
     if (!found.empty()) {
       // Damaged indexes are rebuilt from their tables, which keeps every entry; damage that
       // survives that is reset, as any other.
-      const int rc = sqlite3_exec(db_, "REINDEX", nullptr, nullptr, nullptr);
+      const int rc = libsqlite().sqlite3_exec(db_, "REINDEX", nullptr, nullptr, nullptr);
       if (rc != SQLITE_OK || !integrity_check(db_).empty()) {
         reset_database(report);
         return report + "; reset to empty";
@@ -663,7 +669,7 @@ std::string SqliteBackend::check_storage(bool repair) {
 
 uint64_t SqliteBackend::max_payload_size() const {
   // SQLite's largest blob (SQLITE_LIMIT_LENGTH, 1e9 by default) less the record's header and key.
-  const int limit = db_ ? sqlite3_limit(db_, SQLITE_LIMIT_LENGTH, -1) : 1000000000;
+  const int limit = db_ ? libsqlite().sqlite3_limit(db_, SQLITE_LIMIT_LENGTH, -1) : 1000000000;
   return static_cast<uint64_t>(limit) - 2 * 65536 - 256;
 }
 
@@ -679,10 +685,12 @@ void SqliteBackend::list(const std::function<void(const EntryInfo &)> &fn) {
       entries.clear();
       StmtScope q{stmt(kList)};
       int rc;
-      while ((rc = sqlite3_step(q.s)) == SQLITE_ROW) {
-        const auto *k = static_cast<const char *>(sqlite3_column_blob(q.s, 0));
-        entries.push_back({std::string(k ? k : "", size_t(sqlite3_column_bytes(q.s, 0))),
-                           uint64_t(sqlite3_column_int64(q.s, 1)), sqlite3_column_int64(q.s, 2)});
+      while ((rc = libsqlite().sqlite3_step(q.s)) == SQLITE_ROW) {
+        const auto *k = static_cast<const char *>(libsqlite().sqlite3_column_blob(q.s, 0));
+        entries.push_back(
+            {std::string(k ? k : "", size_t(libsqlite().sqlite3_column_bytes(q.s, 0))),
+             uint64_t(libsqlite().sqlite3_column_int64(q.s, 1)),
+             libsqlite().sqlite3_column_int64(q.s, 2)});
       }
       if (rc != SQLITE_DONE) fail(rc, "cannot list entries");
     });
@@ -713,9 +721,9 @@ void SqliteBackend::add_counters(const PersistentCounters &d) {
         const int64_t value = sum.*field.value;
         if (!value) continue;
         StmtScope q{stmt(kMetaAdd)};
-        sqlite3_bind_text(q.s, 1, field.name, -1, SQLITE_STATIC);
-        sqlite3_bind_int64(q.s, 2, value);
-        const int rc = sqlite3_step(q.s);
+        libsqlite().sqlite3_bind_text(q.s, 1, field.name, -1, SQLITE_STATIC);
+        libsqlite().sqlite3_bind_int64(q.s, 2, value);
+        const int rc = libsqlite().sqlite3_step(q.s);
         if (rc != SQLITE_DONE) fail(rc, "cannot update the shared counters");
       }
     });
@@ -758,12 +766,12 @@ std::optional<std::string> SqliteBackend::get_meta(std::string_view name) {
     return std::nullopt;  // a database from before memos, not yet opened for writing
   }
   StmtScope q{s};
-  sqlite3_bind_text(q.s, 1, name.data(), int(name.size()), SQLITE_STATIC);
-  const int rc = sqlite3_step(q.s);
+  libsqlite().sqlite3_bind_text(q.s, 1, name.data(), int(name.size()), SQLITE_STATIC);
+  const int rc = libsqlite().sqlite3_step(q.s);
   if (rc == SQLITE_DONE) return std::nullopt;
   if (rc != SQLITE_ROW) fail(rc, "cannot read a memo");
-  const auto *p = static_cast<const char *>(sqlite3_column_blob(q.s, 0));
-  return std::string(p ? p : "", size_t(sqlite3_column_bytes(q.s, 0)));
+  const auto *p = static_cast<const char *>(libsqlite().sqlite3_column_blob(q.s, 0));
+  return std::string(p ? p : "", size_t(libsqlite().sqlite3_column_bytes(q.s, 0)));
 }
 
 void SqliteBackend::put_meta(std::string_view name, ByteView record) {
@@ -775,18 +783,18 @@ void SqliteBackend::put_meta(std::string_view name, ByteView record) {
 void SqliteBackend::put_meta_locked(std::string_view name, ByteView record) {
   write_txn([&] {
     if (!memo_table_ready_) {
-      const int rc = sqlite3_exec(db_, kMemoSchema, nullptr, nullptr, nullptr);
+      const int rc = libsqlite().sqlite3_exec(db_, kMemoSchema, nullptr, nullptr, nullptr);
       if (rc != SQLITE_OK) fail(rc, "cannot create the memo table");
       memo_table_ready_ = true;
     }
     StmtScope q{stmt(kMemoPut)};
-    sqlite3_bind_text(q.s, 1, name.data(), int(name.size()), SQLITE_STATIC);
-    sqlite3_bind_blob64(q.s, 2, record.data, record.size, SQLITE_STATIC);
-    int rc = sqlite3_step(q.s);
+    libsqlite().sqlite3_bind_text(q.s, 1, name.data(), int(name.size()), SQLITE_STATIC);
+    libsqlite().sqlite3_bind_blob64(q.s, 2, record.data, record.size, SQLITE_STATIC);
+    int rc = libsqlite().sqlite3_step(q.s);
     if (rc != SQLITE_DONE) fail(rc, "cannot write a memo");
     StmtScope trim{stmt(kMemoTrim)};
-    sqlite3_bind_int64(trim.s, 1, int64_t(kMaxMetaRecords));
-    rc = sqlite3_step(trim.s);
+    libsqlite().sqlite3_bind_int64(trim.s, 1, int64_t(kMaxMetaRecords));
+    rc = libsqlite().sqlite3_step(trim.s);
     if (rc != SQLITE_DONE) fail(rc, "cannot trim the memos");
   });
 }

@@ -1,5 +1,4 @@
 #include <fcntl.h>
-#include <sqlite3.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -22,6 +21,16 @@
 
 // Opening, configuring, resetting and re-opening the connection (after fork()).
 namespace progcache {
+
+const LibSqlite &libsqlite() {
+  static SystemLibrary library(PCACHE_SQLITE_SONAME);
+  static const LibSqlite api = [] {
+    LibSqlite a;
+    PCACHE_SQLITE_FUNCTIONS(PCACHE_SYSTEM_LIBRARY_RESOLVE)
+    return a;
+  }();
+  return api;
+}
 
 using namespace sqlite_detail;
 
@@ -54,11 +63,12 @@ ErrorDetail detail_of_sqlite(int extended, int sys) {
 }  // namespace
 
 void SqliteBackend::fail(int rc, const std::string &what) {
-  std::string msg = what + ": " + (db_ ? sqlite3_errmsg(db_) : sqlite3_errstr(rc));
-  const int sys = db_ ? sqlite3_system_errno(db_) : 0;
+  std::string msg =
+      what + ": " + (db_ ? libsqlite().sqlite3_errmsg(db_) : libsqlite().sqlite3_errstr(rc));
+  const int sys = db_ ? libsqlite().sqlite3_system_errno(db_) : 0;
   // The statement's own code is the extended one when it carries the detail; else the
   // connection's (the step that failed set it).
-  const int extended = (rc & ~0xff) || !db_ ? rc : sqlite3_extended_errcode(db_);
+  const int extended = (rc & ~0xff) || !db_ ? rc : libsqlite().sqlite3_extended_errcode(db_);
   const ErrorDetail detail =
       detail_of_sqlite((extended & 0xff) == (rc & 0xff) ? extended : rc, sys);
   if (sys &&
@@ -139,17 +149,17 @@ void SqliteBackend::open_connection() {
       throw_errno("cannot create cache database '" + path_ + "'");
     if (fd) set_created_mode(fd.get(), config_.modes.file);
   }
-  int rc =
-      sqlite3_open_v2(path_.c_str(), &db_,
-                      SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOFOLLOW | SQLITE_OPEN_NOMUTEX, nullptr);
-  if (rc == SQLITE_OK && sqlite3_db_readonly(db_, "main") == 1 &&
-      sqlite3_exec(db_, "SELECT 1 FROM sqlite_master LIMIT 1", nullptr, nullptr, nullptr) !=
-          SQLITE_OK) {
+  int rc = libsqlite().sqlite3_open_v2(
+      path_.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOFOLLOW | SQLITE_OPEN_NOMUTEX,
+      nullptr);
+  if (rc == SQLITE_OK && libsqlite().sqlite3_db_readonly(db_, "main") == 1 &&
+      libsqlite().sqlite3_exec(db_, "SELECT 1 FROM sqlite_master LIMIT 1", nullptr, nullptr,
+                               nullptr) != SQLITE_OK) {
     // A read-only WAL database in a directory where its -shm cannot be created: read it as an
     // immutable snapshot (no locking; writers elsewhere are not seen until reopen).
-    sqlite3_close(db_);
+    libsqlite().sqlite3_close(db_);
     db_ = nullptr;
-    rc = sqlite3_open_v2(
+    rc = libsqlite().sqlite3_open_v2(
         ("file:" + uri_escape(path_) + "?immutable=1").c_str(), &db_,
         SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_NOFOLLOW | SQLITE_OPEN_NOMUTEX,
         nullptr);
@@ -159,12 +169,12 @@ void SqliteBackend::open_connection() {
     try {
       fail(rc, msg);
     } catch (...) {
-      sqlite3_close(db_);
+      libsqlite().sqlite3_close(db_);
       db_ = nullptr;
       throw;
     }
   }
-  read_only_ = sqlite3_db_readonly(db_, "main") == 1;
+  read_only_ = libsqlite().sqlite3_db_readonly(db_, "main") == 1;
   if (struct stat st; ::stat(path_.c_str(), &st) == 0) {
     db_dev_ = st.st_dev;
     db_ino_ = st.st_ino;
@@ -188,39 +198,39 @@ void SqliteBackend::open_connection() {
       }
     }
   }
-  sqlite3_extended_result_codes(db_, 1);
-  sqlite3_db_config(db_, SQLITE_DBCONFIG_DEFENSIVE, 1, nullptr);
-  sqlite3_db_config(db_, SQLITE_DBCONFIG_TRUSTED_SCHEMA, 0, nullptr);
-  sqlite3_busy_timeout(db_, busy_timeout_ms_);
+  libsqlite().sqlite3_extended_result_codes(db_, 1);
+  libsqlite().sqlite3_db_config(db_, SQLITE_DBCONFIG_DEFENSIVE, 1, nullptr);
+  libsqlite().sqlite3_db_config(db_, SQLITE_DBCONFIG_TRUSTED_SCHEMA, 0, nullptr);
+  libsqlite().sqlite3_busy_timeout(db_, busy_timeout_ms_);
   const std::string net = network_fs_name(dir);
   wal_ = net.empty();
   wal_frames_ = 0;
   journal_.reset();
   if (wal_) journal_.emplace(path_ + "-counters", config_.modes.file, db_ino_);
   auto setup = [&] {
-    rc = sqlite3_exec(db_, "PRAGMA cell_size_check=ON; PRAGMA mmap_size=0;", nullptr, nullptr,
-                      nullptr);
+    rc = libsqlite().sqlite3_exec(db_, "PRAGMA cell_size_check=ON; PRAGMA mmap_size=0;", nullptr,
+                                  nullptr, nullptr);
     if (rc != SQLITE_OK) fail(rc, "cannot configure cache database");
     if (!read_only_) {
       set_journal_mode();
-      rc = sqlite3_exec(db_, "PRAGMA synchronous=NORMAL", nullptr, nullptr, nullptr);
+      rc = libsqlite().sqlite3_exec(db_, "PRAGMA synchronous=NORMAL", nullptr, nullptr, nullptr);
       if (rc != SQLITE_OK) fail(rc, "cannot set synchronous mode");
       if (wal_) {
         // Closing writes nothing: no checkpoint (writers' commits checkpoint as the WAL grows)
         // and the -wal/-shm stay for the next process, which spares a process that only read a
         // hit two fsyncs and two unlinks at exit.
-        sqlite3_db_config(db_, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, nullptr);
+        libsqlite().sqlite3_db_config(db_, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, nullptr);
         int persist = 1;
-        sqlite3_file_control(db_, "main", SQLITE_FCNTL_PERSIST_WAL, &persist);
+        libsqlite().sqlite3_file_control(db_, "main", SQLITE_FCNTL_PERSIST_WAL, &persist);
         // The first connection of every process rebuilds the WAL index by reading and
         // checksumming each frame since the last checkpoint (~3 us a frame here), and every
         // process that hits writes a few frames (recency, counters): with SQLite's 1,000-page
         // default a fresh process's hit grew from 7 to 10 ms as the WAL filled. A bound of
         // kWalCheckpointPages keeps that under a millisecond, for a checkpoint (two fsyncs)
         // every kWalCheckpointPages frames written. The file is cut back to kWalSizeLimit.
-        sqlite3_wal_hook(db_, &checkpoint_when_full, this);
+        libsqlite().sqlite3_wal_hook(db_, &checkpoint_when_full, this);
         const std::string limit = "PRAGMA journal_size_limit=" + std::to_string(kWalSizeLimit);
-        rc = sqlite3_exec(db_, limit.c_str(), nullptr, nullptr, nullptr);
+        rc = libsqlite().sqlite3_exec(db_, limit.c_str(), nullptr, nullptr, nullptr);
         if (rc != SQLITE_OK) fail(rc, "cannot set the WAL size limit");
       }
     }
@@ -253,15 +263,16 @@ void SqliteBackend::set_journal_mode() {
     // Read first: changing the mode needs an exclusive lock, and the pragma answers busy at
     // once (without the busy handler) while another connection recovers a crashed writer's WAL.
     sqlite3_stmt *s = nullptr;
-    int rc = sqlite3_prepare_v2(db_, "PRAGMA journal_mode", -1, &s, nullptr);
+    int rc = libsqlite().sqlite3_prepare_v2(db_, "PRAGMA journal_mode", -1, &s, nullptr);
     std::string mode;
-    if (rc == SQLITE_OK && (rc = sqlite3_step(s)) == SQLITE_ROW)
-      mode = reinterpret_cast<const char *>(sqlite3_column_text(s, 0));
-    sqlite3_finalize(s);
+    if (rc == SQLITE_OK && (rc = libsqlite().sqlite3_step(s)) == SQLITE_ROW)
+      mode = reinterpret_cast<const char *>(libsqlite().sqlite3_column_text(s, 0));
+    libsqlite().sqlite3_finalize(s);
     if (rc == SQLITE_ROW && mode == want) return;
     if (rc == SQLITE_ROW)
-      rc = sqlite3_exec(db_, wal_ ? "PRAGMA journal_mode=WAL" : "PRAGMA journal_mode=DELETE",
-                        nullptr, nullptr, nullptr);
+      rc = libsqlite().sqlite3_exec(db_,
+                                    wal_ ? "PRAGMA journal_mode=WAL" : "PRAGMA journal_mode=DELETE",
+                                    nullptr, nullptr, nullptr);
     if (rc == SQLITE_OK) {
       if (++changes > 2) {  // the filesystem will not take this mode: go on with the one it has
         set_thread_warning("cache database '" + path_ + "' stays in journal_mode=" + mode);
@@ -282,8 +293,8 @@ void SqliteBackend::disconnect(bool abandon) {
   drop_readers(abandon);
   if (!db_) return;
   if (!abandon) {
-    for (auto &s : stmts_) sqlite3_finalize(s);
-    sqlite3_close_v2(db_);
+    for (auto &s : stmts_) libsqlite().sqlite3_finalize(s);
+    libsqlite().sqlite3_close_v2(db_);
   }
   // After fork() the parent's connection belongs to the parent: it is left untouched (SQLite
   // forbids using or closing it in the child) and its memory is abandoned.
@@ -305,11 +316,11 @@ int SqliteBackend::checkpoint_when_full(void *arg, sqlite3 *db, const char *sche
   // commit never waits here) until a later commit. A TRUNCATE that copied under the write lock
   // starved other processes' writers when threads kept committing (MultiProcess tests).
   int log = -1, copied = -2;
-  sqlite3_wal_checkpoint_v2(db, schema, SQLITE_CHECKPOINT_PASSIVE, &log, &copied);
+  libsqlite().sqlite3_wal_checkpoint_v2(db, schema, SQLITE_CHECKPOINT_PASSIVE, &log, &copied);
   if (log != copied) return SQLITE_OK;
-  sqlite3_busy_timeout(db, 0);
-  sqlite3_wal_checkpoint_v2(db, schema, SQLITE_CHECKPOINT_TRUNCATE, nullptr, nullptr);
-  sqlite3_busy_timeout(db, static_cast<SqliteBackend *>(arg)->busy_timeout_ms_);
+  libsqlite().sqlite3_busy_timeout(db, 0);
+  libsqlite().sqlite3_wal_checkpoint_v2(db, schema, SQLITE_CHECKPOINT_TRUNCATE, nullptr, nullptr);
+  libsqlite().sqlite3_busy_timeout(db, static_cast<SqliteBackend *>(arg)->busy_timeout_ms_);
   return SQLITE_OK;
 }
 
@@ -334,8 +345,8 @@ void SqliteBackend::drop_readers(bool abandon) {
   }
   for (Reader *r : idle) {
     if (abandon) continue;  // another process's connections: neither used nor closed
-    sqlite3_finalize(r->get);
-    sqlite3_close_v2(r->db);
+    libsqlite().sqlite3_finalize(r->get);
+    libsqlite().sqlite3_close_v2(r->db);
     delete r;
   }
 }
@@ -368,8 +379,8 @@ void SqliteBackend::return_reader(Reader *reader, bool healthy) {
       return;
     }
   }
-  sqlite3_finalize(reader->get);
-  sqlite3_close_v2(reader->db);
+  libsqlite().sqlite3_finalize(reader->get);
+  libsqlite().sqlite3_close_v2(reader->db);
   delete reader;
 }
 
@@ -378,25 +389,25 @@ void SqliteBackend::return_reader(Reader *reader, bool healthy) {
 // same inode afterwards. Any failure leaves the lookup to the main connection.
 SqliteBackend::Reader *SqliteBackend::open_reader(uint64_t generation, dev_t dev, ino_t ino) {
   auto *r = new Reader{nullptr, nullptr, generation};
-  const int rc =
-      sqlite3_open_v2(path_.c_str(), &r->db,
-                      SQLITE_OPEN_READONLY | SQLITE_OPEN_NOFOLLOW | SQLITE_OPEN_NOMUTEX, nullptr);
+  const int rc = libsqlite().sqlite3_open_v2(
+      path_.c_str(), &r->db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOFOLLOW | SQLITE_OPEN_NOMUTEX,
+      nullptr);
   struct stat st;
   bool ok =
       rc == SQLITE_OK && ::stat(path_.c_str(), &st) == 0 && st.st_dev == dev && st.st_ino == ino;
   if (ok) {
-    sqlite3_extended_result_codes(r->db, 1);
-    sqlite3_db_config(r->db, SQLITE_DBCONFIG_DEFENSIVE, 1, nullptr);
-    sqlite3_db_config(r->db, SQLITE_DBCONFIG_TRUSTED_SCHEMA, 0, nullptr);
-    sqlite3_busy_timeout(r->db, busy_timeout_ms_);
-    ok = sqlite3_exec(r->db, "PRAGMA cell_size_check=ON; PRAGMA mmap_size=0;", nullptr, nullptr,
-                      nullptr) == SQLITE_OK &&
-         sqlite3_prepare_v3(r->db, sql_text(kGet), -1, SQLITE_PREPARE_PERSISTENT, &r->get,
-                            nullptr) == SQLITE_OK;
+    libsqlite().sqlite3_extended_result_codes(r->db, 1);
+    libsqlite().sqlite3_db_config(r->db, SQLITE_DBCONFIG_DEFENSIVE, 1, nullptr);
+    libsqlite().sqlite3_db_config(r->db, SQLITE_DBCONFIG_TRUSTED_SCHEMA, 0, nullptr);
+    libsqlite().sqlite3_busy_timeout(r->db, busy_timeout_ms_);
+    ok = libsqlite().sqlite3_exec(r->db, "PRAGMA cell_size_check=ON; PRAGMA mmap_size=0;", nullptr,
+                                  nullptr, nullptr) == SQLITE_OK &&
+         libsqlite().sqlite3_prepare_v3(r->db, sql_text(kGet), -1, SQLITE_PREPARE_PERSISTENT,
+                                        &r->get, nullptr) == SQLITE_OK;
   }
   if (ok) return r;
-  sqlite3_finalize(r->get);
-  sqlite3_close_v2(r->db);
+  libsqlite().sqlite3_finalize(r->get);
+  libsqlite().sqlite3_close_v2(r->db);
   delete r;
   std::lock_guard lock(readers_mutex_);
   if (reader_generation_ == generation) readers_enabled_ = false;  // not again for this file
@@ -412,19 +423,21 @@ void SqliteBackend::ensure_process() {
 void SqliteBackend::init_schema() {
   auto user_version = [&] {
     sqlite3_stmt *s = nullptr;
-    int rc = sqlite3_prepare_v2(db_, "PRAGMA user_version", -1, &s, nullptr);
+    int rc = libsqlite().sqlite3_prepare_v2(db_, "PRAGMA user_version", -1, &s, nullptr);
     if (rc != SQLITE_OK) fail(rc, "cannot read the schema version");
-    rc = sqlite3_step(s);
-    const int v = rc == SQLITE_ROW ? sqlite3_column_int(s, 0) : -1;
-    sqlite3_finalize(s);
+    rc = libsqlite().sqlite3_step(s);
+    const int v = rc == SQLITE_ROW ? libsqlite().sqlite3_column_int(s, 0) : -1;
+    libsqlite().sqlite3_finalize(s);
     if (rc != SQLITE_ROW) fail(rc, "cannot read the schema version");
     return v;
   };
   auto pragma_int = [&](const char *sql) {
     sqlite3_stmt *s = nullptr;
-    int rc = sqlite3_prepare_v2(db_, sql, -1, &s, nullptr);
-    const int v = rc == SQLITE_OK && sqlite3_step(s) == SQLITE_ROW ? sqlite3_column_int(s, 0) : 0;
-    sqlite3_finalize(s);
+    int rc = libsqlite().sqlite3_prepare_v2(db_, sql, -1, &s, nullptr);
+    const int v = rc == SQLITE_OK && libsqlite().sqlite3_step(s) == SQLITE_ROW
+                      ? libsqlite().sqlite3_column_int(s, 0)
+                      : 0;
+    libsqlite().sqlite3_finalize(s);
     return v;
   };
   const int version = user_version();
@@ -442,7 +455,7 @@ void SqliteBackend::init_schema() {
     check_schema_text();
     if (!read_only_ && pragma_int("PRAGMA application_id") != kApplicationIdBase + version) {
       write_txn([&] {  // databases from before application ids get theirs
-        const int rc = sqlite3_exec(
+        const int rc = libsqlite().sqlite3_exec(
             db_, ("PRAGMA application_id=" + std::to_string(kApplicationIdBase + version)).c_str(),
             nullptr, nullptr, nullptr);
         if (rc != SQLITE_OK) fail(rc, "cannot set the application id");
@@ -463,22 +476,22 @@ void SqliteBackend::init_schema() {
     write_txn([&] {
       const int found = user_version();
       if (found == kSchemaVersion) return;  // another process got here first
-      int rc =
-          found == 1 ? sqlite3_exec(db_, kMigrateFrom1, nullptr, nullptr, nullptr) : SQLITE_ERROR;
+      int rc = found == 1 ? libsqlite().sqlite3_exec(db_, kMigrateFrom1, nullptr, nullptr, nullptr)
+                          : SQLITE_ERROR;
       // Only a layout that does not match (SQLITE_ERROR: no such table or column) is rebuilt; a
       // full disk, an I/O error or damage fails the open (or resets) with the entries kept.
       if (rc != SQLITE_OK && (rc & 0xff) != SQLITE_ERROR) fail(rc, "cannot convert the schema");
       if (rc != SQLITE_OK) {  // a foreign layout, or a version 1 that will not convert: rebuild
-        rc = sqlite3_exec(db_,
-                          "DROP TABLE IF EXISTS entries; DROP TABLE IF EXISTS recency;"
-                          " DROP TABLE IF EXISTS meta; DROP TABLE IF EXISTS memo;",
-                          nullptr, nullptr, nullptr);
+        rc = libsqlite().sqlite3_exec(db_,
+                                      "DROP TABLE IF EXISTS entries; DROP TABLE IF EXISTS recency;"
+                                      " DROP TABLE IF EXISTS meta; DROP TABLE IF EXISTS memo;",
+                                      nullptr, nullptr, nullptr);
         if (rc != SQLITE_OK) fail(rc, "cannot drop the old schema");
-        rc = sqlite3_exec(db_, kSchema, nullptr, nullptr, nullptr);
+        rc = libsqlite().sqlite3_exec(db_, kSchema, nullptr, nullptr, nullptr);
         if (rc != SQLITE_OK) fail(rc, "cannot create the schema");
         store_totals_locked({});
       }
-      rc = sqlite3_exec(
+      rc = libsqlite().sqlite3_exec(
           db_,
           ("PRAGMA user_version=" + std::to_string(kSchemaVersion) +
            "; PRAGMA application_id=" + std::to_string(kApplicationIdBase + kSchemaVersion))
@@ -494,11 +507,12 @@ void SqliteBackend::init_schema() {
 void SqliteBackend::check_schema_statements() {
   for (int s = 0; s < kMemoGet; ++s) {
     if (stmts_[s]) continue;
-    const int rc = sqlite3_prepare_v3(db_, sql_text(Stmt(s)), -1, SQLITE_PREPARE_PERSISTENT,
-                                      &stmts_[s], nullptr);
+    const int rc = libsqlite().sqlite3_prepare_v3(db_, sql_text(Stmt(s)), -1,
+                                                  SQLITE_PREPARE_PERSISTENT, &stmts_[s], nullptr);
     if (rc != SQLITE_OK) {
       stmts_[s] = nullptr;
-      throw CorruptDatabase(std::string("the schema does not match: ") + sqlite3_errmsg(db_));
+      throw CorruptDatabase(std::string("the schema does not match: ") +
+                            libsqlite().sqlite3_errmsg(db_));
     }
   }
 }
@@ -527,18 +541,18 @@ void append_normalized(std::string_view text, std::string *row) {
 std::set<std::string> sqlite_detail::schema_of(sqlite3 *db) {
   std::set<std::string> out;
   sqlite3_stmt *s = nullptr;
-  if (sqlite3_prepare_v2(db, "SELECT type, name, coalesce(sql, '') FROM sqlite_master", -1, &s,
-                         nullptr) != SQLITE_OK)
+  if (libsqlite().sqlite3_prepare_v2(db, "SELECT type, name, coalesce(sql, '') FROM sqlite_master",
+                                     -1, &s, nullptr) != SQLITE_OK)
     return {{"unreadable"}};
-  while (sqlite3_step(s) == SQLITE_ROW) {
+  while (libsqlite().sqlite3_step(s) == SQLITE_ROW) {
     std::string row;
     for (int c = 0; c < 3; ++c) {
-      const char *text = reinterpret_cast<const char *>(sqlite3_column_text(s, c));
+      const char *text = reinterpret_cast<const char *>(libsqlite().sqlite3_column_text(s, c));
       append_normalized(text ? text : "", &row);
     }
     out.insert(row);
   }
-  sqlite3_finalize(s);
+  libsqlite().sqlite3_finalize(s);
   return out;
 }
 
@@ -552,10 +566,10 @@ const std::vector<std::set<std::string>> &expected_schemas() {
     for (const std::string &script :
          {std::string(kSchema), std::string(kSchemaVersion1Tables) + kMigrateFrom1}) {
       sqlite3 *db = nullptr;
-      if (sqlite3_open(":memory:", &db) == SQLITE_OK &&
-          sqlite3_exec(db, script.c_str(), nullptr, nullptr, nullptr) == SQLITE_OK)
+      if (libsqlite().sqlite3_open(":memory:", &db) == SQLITE_OK &&
+          libsqlite().sqlite3_exec(db, script.c_str(), nullptr, nullptr, nullptr) == SQLITE_OK)
         out.push_back(schema_of(db));
-      sqlite3_close(db);
+      libsqlite().sqlite3_close(db);
     }
     return out;
   }();
@@ -613,16 +627,18 @@ using MetaRecords = std::vector<std::pair<std::string, std::string>>;
 MetaRecords read_lasting_meta(sqlite3 *db) {
   MetaRecords out;
   sqlite3_stmt *s = nullptr;
-  if (sqlite3_prepare_v2(db, "SELECT name, record FROM memo WHERE substr(name, 1, 7) = 'config/'",
-                         -1, &s, nullptr) != SQLITE_OK)
+  if (libsqlite().sqlite3_prepare_v2(
+          db, "SELECT name, record FROM memo WHERE substr(name, 1, 7) = 'config/'", -1, &s,
+          nullptr) != SQLITE_OK)
     return out;
-  while (sqlite3_step(s) == SQLITE_ROW) {
-    const auto *name = reinterpret_cast<const char *>(sqlite3_column_text(s, 0));
-    const auto *record = static_cast<const char *>(sqlite3_column_blob(s, 1));
+  while (libsqlite().sqlite3_step(s) == SQLITE_ROW) {
+    const auto *name = reinterpret_cast<const char *>(libsqlite().sqlite3_column_text(s, 0));
+    const auto *record = static_cast<const char *>(libsqlite().sqlite3_column_blob(s, 1));
     if (name && Backend::is_lasting_meta(name))
-      out.emplace_back(name, std::string(record ? record : "", size_t(sqlite3_column_bytes(s, 1))));
+      out.emplace_back(
+          name, std::string(record ? record : "", size_t(libsqlite().sqlite3_column_bytes(s, 1))));
   }
-  sqlite3_finalize(s);
+  libsqlite().sqlite3_finalize(s);
   return out;
 }
 
@@ -635,17 +651,18 @@ void SqliteBackend::reset_database(const std::string &why) {
   // also become unbounded.
   const MetaRecords lasting = read_lasting_meta(db_);
   for (auto &s : stmts_) {
-    sqlite3_finalize(s);
+    libsqlite().sqlite3_finalize(s);
     s = nullptr;
   }
   take_touches();
-  sqlite3_db_config(db_, SQLITE_DBCONFIG_DEFENSIVE, 0, nullptr);
-  sqlite3_db_config(db_, SQLITE_DBCONFIG_RESET_DATABASE, 1, nullptr);
-  int rc = sqlite3_exec(db_, "VACUUM", nullptr, nullptr, nullptr);
-  sqlite3_db_config(db_, SQLITE_DBCONFIG_RESET_DATABASE, 0, nullptr);
-  sqlite3_db_config(db_, SQLITE_DBCONFIG_DEFENSIVE, 1, nullptr);
+  libsqlite().sqlite3_db_config(db_, SQLITE_DBCONFIG_DEFENSIVE, 0, nullptr);
+  libsqlite().sqlite3_db_config(db_, SQLITE_DBCONFIG_RESET_DATABASE, 1, nullptr);
+  int rc = libsqlite().sqlite3_exec(db_, "VACUUM", nullptr, nullptr, nullptr);
+  libsqlite().sqlite3_db_config(db_, SQLITE_DBCONFIG_RESET_DATABASE, 0, nullptr);
+  libsqlite().sqlite3_db_config(db_, SQLITE_DBCONFIG_DEFENSIVE, 1, nullptr);
   if (rc != SQLITE_OK)
-    throw DamagedDatabase(why + "; resetting it in place failed: " + sqlite3_errmsg(db_));
+    throw DamagedDatabase(why +
+                          "; resetting it in place failed: " + libsqlite().sqlite3_errmsg(db_));
   if (config_.events) config_.events->corrupt.fetch_add(1, std::memory_order_relaxed);
   set_thread_warning("cache database '" + path_ + "' was corrupt (" + why +
                      "); it was reset to empty in place");

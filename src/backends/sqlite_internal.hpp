@@ -2,8 +2,6 @@
 // transaction templates.
 #pragma once
 
-#include <sqlite3.h>
-
 #include <chrono>
 #include <set>
 #include <string>
@@ -11,6 +9,7 @@
 #include <thread>
 
 #include "backends/sqlite_backend.hpp"
+#include "backends/sqlite_library.hpp"
 #include "util/error.hpp"
 
 namespace progcache::sqlite_detail {
@@ -87,8 +86,8 @@ constexpr int64_t kWalSizeLimit = 4 << 20;
 struct StmtScope {
   sqlite3_stmt *s;
   ~StmtScope() {
-    sqlite3_reset(s);
-    sqlite3_clear_bindings(s);
+    libsqlite().sqlite3_reset(s);
+    libsqlite().sqlite3_clear_bindings(s);
   }
 };
 
@@ -148,18 +147,18 @@ template <typename Fn>
 inline void SqliteBackend::write_txn(Fn &&fn) {
   const int begun = sqlite_detail::step_while_busy(busy_timeout_ms_, [&] {
     sqlite_detail::StmtScope begin{stmt(kBegin)};
-    return sqlite3_step(begin.s);
+    return libsqlite().sqlite3_step(begin.s);
   });
   if (begun != SQLITE_DONE) fail(begun, "cannot begin a write transaction");
   try {
     fn();
     sqlite_detail::StmtScope commit{stmt(kCommit)};
-    const int rc = sqlite3_step(commit.s);
+    const int rc = libsqlite().sqlite3_step(commit.s);
     if (rc != SQLITE_DONE) fail(rc, "cannot commit");
   } catch (...) {
-    if (sqlite3_get_autocommit(db_) == 0) {
+    if (libsqlite().sqlite3_get_autocommit(db_) == 0) {
       sqlite_detail::StmtScope rollback{stmt(kRollback)};
-      sqlite3_step(rollback.s);
+      libsqlite().sqlite3_step(rollback.s);
     }
     throw;
   }

@@ -1,7 +1,7 @@
-/* zstd, hiredis and libcrypto are opened by the features that use them (src/util/
- * system_library.hpp, src/util/libcrypto.hpp): a process that never compresses an entry, opens a
- * Redis cache or derives a key never maps them (each costs start-up time; libcrypto the most),
- * and one that does gets them when it needs them. */
+/* zstd, hiredis, libcrypto and SQLite are opened by the features that use them (src/util/
+ * system_library.hpp, src/util/libcrypto.hpp, src/backends/sqlite_library.hpp): a process that
+ * never compresses an entry, opens a Redis or SQLite cache or derives a key never maps them (each
+ * costs start-up time; libcrypto the most), and one that does gets them when it needs them. */
 #include <progcache/progcache.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -45,10 +45,14 @@ int main(void) {
   char dir[] = "/tmp/pcache-lazy-XXXXXX", uri[256];
   CHECK(mkdtemp(dir) != NULL);
   CHECK(pcache_version() == PCACHE_VERSION_NUMBER);
-  snprintf(uri, sizeof uri, "sqlite:%s/plain.db", dir);
-  CHECK(put_and_get(uri));
+  CHECK(!mapped("libsqlite3.so"));
   snprintf(uri, sizeof uri, "filestream:%s/fs", dir);
   CHECK(put_and_get(uri));
+  CHECK(put_and_get("memory:"));
+  CHECK(!mapped("libsqlite3.so"));
+  snprintf(uri, sizeof uri, "sqlite:%s/plain.db", dir);
+  CHECK(put_and_get(uri));
+  CHECK(mapped("libsqlite3.so"));
   CHECK(!mapped("libzstd.so"));
   CHECK(!mapped("libhiredis.so"));
   CHECK(!mapped("libcrypto.so"));
