@@ -22,15 +22,7 @@
 // Opening, configuring, resetting and re-opening the connection (after fork()).
 namespace progcache {
 
-const LibSqlite &libsqlite() {
-  static SystemLibrary library(PCACHE_SQLITE_SONAME);
-  static const LibSqlite api = [] {
-    LibSqlite a;
-    PCACHE_SQLITE_FUNCTIONS(PCACHE_SYSTEM_LIBRARY_RESOLVE)
-    return a;
-  }();
-  return api;
-}
+PCACHE_SYSTEM_LIBRARY_GETTER(LibSqlite, libsqlite, PCACHE_SQLITE_SONAME, PCACHE_SQLITE_FUNCTIONS)
 
 using namespace sqlite_detail;
 

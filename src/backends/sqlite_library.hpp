@@ -58,9 +58,7 @@
 
 namespace progcache {
 
-struct LibSqlite {
-  PCACHE_SQLITE_FUNCTIONS(PCACHE_SYSTEM_LIBRARY_MEMBER)
-};
+PCACHE_SYSTEM_LIBRARY_STRUCT(LibSqlite, PCACHE_SQLITE_FUNCTIONS)
 
 // SQLite's functions, the library opened (by PCACHE_SQLITE_SONAME) and resolved on the first call
 // and kept for the process; a host that linked SQLite already shares its copy. Throws

@@ -48,9 +48,7 @@
 
 namespace progcache {
 
-struct LibCrypto {
-  PCACHE_LIBCRYPTO_FUNCTIONS(PCACHE_SYSTEM_LIBRARY_MEMBER)
-};
+PCACHE_SYSTEM_LIBRARY_STRUCT(LibCrypto, PCACHE_LIBCRYPTO_FUNCTIONS)
 
 // libcrypto's functions, the library opened (by PCACHE_LIBCRYPTO_SONAME) and resolved on the
 // first call and kept for the process; a host that linked libcrypto already shares its copy.

@@ -9,15 +9,8 @@
 
 namespace progcache {
 
-const LibCrypto &libcrypto() {
-  static SystemLibrary library(PCACHE_LIBCRYPTO_SONAME);
-  static const LibCrypto api = [] {
-    LibCrypto a;
-    PCACHE_LIBCRYPTO_FUNCTIONS(PCACHE_SYSTEM_LIBRARY_RESOLVE)
-    return a;
-  }();
-  return api;
-}
+PCACHE_SYSTEM_LIBRARY_GETTER(LibCrypto, libcrypto, PCACHE_LIBCRYPTO_SONAME,
+                             PCACHE_LIBCRYPTO_FUNCTIONS)
 
 namespace {
 

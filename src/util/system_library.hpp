@@ -33,18 +33,24 @@ class SystemLibrary {
 
 // Declares struct Name, a member per function that list (an X-macro) names, each named and typed
 // as that function, and const Name &getter(), which opens soname on first use and resolves them
-// all (throwing as SystemLibrary::symbol does). Use it inside an anonymous namespace.
+// all (throwing as SystemLibrary::symbol does). Use it inside an anonymous namespace; a library
+// that several files call declares the struct in a header (PCACHE_SYSTEM_LIBRARY_STRUCT) and
+// defines the getter in one of them (PCACHE_SYSTEM_LIBRARY_GETTER).
 #define PCACHE_SYSTEM_LIBRARY_API(Name, getter, soname, list) \
-  struct Name {                                               \
-    list(PCACHE_SYSTEM_LIBRARY_MEMBER)                        \
-  };                                                          \
-  const Name &getter() {                                      \
-    static ::progcache::SystemLibrary library(soname);        \
-    static const Name api = [] {                              \
-      Name a;                                                 \
-      list(PCACHE_SYSTEM_LIBRARY_RESOLVE) return a;           \
-    }();                                                      \
-    return api;                                               \
+  PCACHE_SYSTEM_LIBRARY_STRUCT(Name, list)                    \
+  PCACHE_SYSTEM_LIBRARY_GETTER(Name, getter, soname, list)
+#define PCACHE_SYSTEM_LIBRARY_STRUCT(Name, list) \
+  struct Name {                                  \
+    list(PCACHE_SYSTEM_LIBRARY_MEMBER)           \
+  };
+#define PCACHE_SYSTEM_LIBRARY_GETTER(Name, getter, soname, list) \
+  const Name &getter() {                                         \
+    static ::progcache::SystemLibrary library(soname);           \
+    static const Name api = [] {                                 \
+      Name a;                                                    \
+      list(PCACHE_SYSTEM_LIBRARY_RESOLVE) return a;              \
+    }();                                                         \
+    return api;                                                  \
   }
 #define PCACHE_SYSTEM_LIBRARY_MEMBER(fn) decltype(&::fn) fn;
 #define PCACHE_SYSTEM_LIBRARY_RESOLVE(fn) a.fn = library.function<decltype(&::fn)>(#fn);
