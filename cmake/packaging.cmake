@@ -77,6 +77,12 @@ foreach(soname IN ITEMS ${PCACHE_ZSTD_SONAME} ${PCACHE_HIREDIS_SONAME} ${PCACHE_
     string(REGEX REPLACE "^(lib[^.]+)\\.so\\.(.*)$" "\\1\\2" package ${soname})
     list(APPEND pcache_dlopen_depends ${package})
   endif()
+  # The oldest release with every function the table resolves, where the SONAME's first release
+  # lacks some (what dpkg-shlibdeps would have written for a linked library).
+  if(soname STREQUAL PCACHE_SQLITE_SONAME)  # sqlite3_prepare_v3
+    list(POP_BACK pcache_dlopen_depends package)
+    list(APPEND pcache_dlopen_depends "${package} (>= 3.20.0)")
+  endif()
 endforeach()
 list(JOIN pcache_dlopen_depends ", " CPACK_DEBIAN_LIB_PACKAGE_DEPENDS)
 # Multi-Arch: same (CMake 3.25's CPack cannot say it; this script adds it to the built package).
