@@ -77,7 +77,9 @@ enum {
   PCACHE_ERR_CORRUPT = -4, /* damage that could not be healed in this call: a database
                               that could be neither reset in place nor moved aside */
   PCACHE_ERR_UNSUPPORTED = -5,       /* valid but not supported here: a newer database or struct
-                                        field, rediss:// */
+                                        field, rediss://, or a system library the call needs
+                                        (libcrypto, SQLite, zstd, hiredis) that cannot be loaded;
+                                        the message names it */
   PCACHE_ERR_BUSY = -6,              /* another process held a lock past busy_timeout_ms */
   PCACHE_ERR_PERMISSION = -7,        /* a read-only or untrusted cache (docs/security.md) */
   PCACHE_ERR_TOO_LARGE = -8,         /* a value over the cap or the backend's limit */
@@ -183,7 +185,8 @@ PCACHE_API pcache_status pcache_options_init(pcache_options *options, uint32_t s
  * another user owns or can write, without PCACHE_OPEN_ALLOW_SHARED; a persistent cache in a
  * setuid/setgid process without PCACHE_OPEN_ALLOW_PRIVILEGED; the secret file readable by
  * others);
- * PCACHE_ERR_UNSUPPORTED (a database written by a newer progcache; rediss://); PCACHE_ERR_BUSY
+ * PCACHE_ERR_UNSUPPORTED (a database written by a newer progcache; rediss://; a SQLite cache
+ * without a loadable SQLite library, a redis:// cache without hiredis); PCACHE_ERR_BUSY
  * (the database stayed locked past the busy timeout); PCACHE_ERR_REMOTE (redis: the server
  * cannot be reached, or refuses the password or database; a tier of a tiered cache is not
  * contacted at open); PCACHE_ERR_NO_MEMORY; PCACHE_ERR_INTERNAL.
@@ -521,7 +524,8 @@ PCACHE_API pcache_status pcache_program_init(pcache_program *program, uint32_t s
  * --time, --fdevice-time-trace, --gpu-architecture=native); an unknown code_type/target; NULL
  * source; an option missing its value.
  * Thread safety: safe from any thread; reads the included headers from disk.
- * Returns PCACHE_OK, PCACHE_ERR_INVALID_ARG, PCACHE_ERR_NO_MEMORY, PCACHE_ERR_INTERNAL.
+ * Returns PCACHE_OK, PCACHE_ERR_INVALID_ARG, PCACHE_ERR_NO_MEMORY, PCACHE_ERR_UNSUPPORTED (no
+ * loadable libcrypto; the message names it), PCACHE_ERR_INTERNAL.
  */
 PCACHE_API pcache_status pcache_make_key(const pcache_program *program, uint8_t *key_out);
 
@@ -566,8 +570,9 @@ typedef struct pcache_compiled pcache_compiled;
  * Ownership: *out belongs to the caller; release it with pcache_compiled_free().
  * Thread safety: safe to call concurrently, on one cache or several.
  * Returns PCACHE_OK; PCACHE_ERR_COMPILE; PCACHE_ERR_INVALID_ARG (an option missing its value,
- * NULL out, a closed handle); PCACHE_ERR_UNSUPPORTED; PCACHE_ERR_CUDA_UNAVAILABLE (no loadable
- * NVRTC; the message lists the paths tried); PCACHE_ERR_NO_MEMORY; PCACHE_ERR_IO/BUSY from the
+ * NULL out, a closed handle); PCACHE_ERR_UNSUPPORTED (a newer struct's field this library does
+ * not know; no loadable libcrypto); PCACHE_ERR_CUDA_UNAVAILABLE (no loadable NVRTC; the message
+ * lists the paths tried); PCACHE_ERR_NO_MEMORY; PCACHE_ERR_IO/BUSY from the
  * cache on a lookup (a failed store after a compile is only a warning in pcache_last_error());
  * PCACHE_ERR_INTERNAL.
  */
@@ -667,7 +672,8 @@ PCACHE_API pcache_status pcache_link_job_init(pcache_link_job *job, uint32_t str
  * Returns PCACHE_OK; PCACHE_ERR_COMPILE; PCACHE_ERR_INVALID_ARG (NULL job or out, a struct_size
  * too small or differing between inputs, an unknown kind or target, NULL data, no inputs);
  * PCACHE_ERR_UNSUPPORTED (a struct from a newer header that sets a field this library does not
- * know); PCACHE_ERR_CUDA_UNAVAILABLE (no loadable nvJitLink; the message lists the paths tried);
+ * know; no loadable libcrypto); PCACHE_ERR_CUDA_UNAVAILABLE (no loadable nvJitLink; the message
+ * lists the paths tried);
  * PCACHE_ERR_NO_MEMORY; PCACHE_ERR_IO/BUSY from the cache on a lookup.
  * Since 0.5 (symbol version PCACHE_1.2).
  */

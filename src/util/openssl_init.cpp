@@ -60,6 +60,9 @@ bool openssl_config_matters(const char *file) {
 }
 
 void init_openssl() {
+  // Loaded first, outside the call_once: an exception must not unwind through pthread_once
+  // (ThreadSanitizer's interceptor, built without exceptions, is left with ignores turned on).
+  libcrypto();
   static std::once_flag once;
   std::call_once(once, [] {
     libcrypto().OPENSSL_init_crypto(

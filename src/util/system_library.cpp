@@ -3,11 +3,16 @@
 #include <dlfcn.h>
 
 #include "util/error.hpp"
+#include "util/test_hooks.hpp"
 
 namespace progcache {
 
 void *SystemLibrary::symbol(const char *name) {
   std::call_once(once_, [this] {
+    if (test_hooks::refuse_library(soname_)) {
+      failure_ = std::string("cannot load ") + soname_ + ": refused by the test hooks";
+      return;
+    }
     handle_ = ::dlopen(soname_, RTLD_NOW | RTLD_LOCAL);
     if (!handle_) {
       const char *why = ::dlerror();

@@ -1,9 +1,11 @@
 #include "util/test_hooks.hpp"
 
 #ifdef PCACHE_TEST_HOOKS
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <string>
+#include <string_view>
 #endif
 
 namespace progcache::test_hooks {
@@ -28,6 +30,19 @@ bool force_sha256() {
   return std::getenv("PCACHE_TEST_FORCE_SHA256") != nullptr;
 }
 
+bool refuse_library(const char *soname) {
+  const char *refused = std::getenv("PCACHE_TEST_REFUSE_LIBRARY");
+  if (!refused) return false;
+  const std::string_view name(soname);
+  for (std::string_view list(refused); !list.empty();) {
+    const size_t comma = std::min(list.find(','), list.size());
+    const std::string_view prefix = list.substr(0, comma);
+    if (!prefix.empty() && name.substr(0, prefix.size()) == prefix) return true;
+    list.remove_prefix(std::min(comma + 1, list.size()));
+  }
+  return false;
+}
+
 void set_fault_hook(FaultHook hook) {
   g_fault_hook.store(hook);
 }
@@ -46,6 +61,9 @@ const char *fake_netfs() {
   return nullptr;
 }
 bool force_sha256() {
+  return false;
+}
+bool refuse_library(const char *) {
   return false;
 }
 void set_fault_hook(FaultHook) {}

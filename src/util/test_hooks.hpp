@@ -14,6 +14,9 @@ bool fake_secure();
 const char *fake_netfs();
 // PCACHE_TEST_FORCE_SHA256 set: key with SHA-256, as under a FIPS provider.
 bool force_sha256();
+// PCACHE_TEST_REFUSE_LIBRARY=a,b: a system library (util/system_library.hpp) whose SONAME starts
+// with a or b is refused, as dlopen refuses a library that is not installed.
+bool refuse_library(const char *soname);
 
 // The file-stream backend's system calls (util/fsutil.hpp: sys::), which a test can make fail:
 // a hook returns 0 to let the call run, an errno value to fail it with, or kShortWrite (write

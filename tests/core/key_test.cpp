@@ -10,6 +10,7 @@
 #include <cstring>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "differential.hpp"
@@ -350,25 +351,35 @@ TEST(Key, BadInputsAreInvalid) {
   EXPECT_EQ(pcache_make_key(&p, k), PCACHE_OK);
 }
 
+namespace {
+
+// Re-executes this test binary to run the disabled test `test` alone, with env set; returns its
+// exit status, or -1 when it did not exit. For what is chosen once per process.
+int run_child_test(const char *test, const std::vector<std::pair<const char *, std::string>> &env) {
+  const std::string filter = std::string("--gtest_filter=") + test;
+  const pid_t pid = fork();
+  if (pid < 0) return -1;
+  if (pid == 0) {
+    for (const auto &[name, value] : env) setenv(name, value.c_str(), 1);
+    execl("/proc/self/exe", "self", filter.c_str(), "--gtest_also_run_disabled_tests", nullptr);
+    _exit(127);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+}  // namespace
+
 TEST(Key, FipsFallbackUsesADistinctSchema) {
   // The hash is chosen once per process, so the SHA-256 (FIPS) path runs in a re-executed child
   // that writes its key to a file; the two keys of one program must differ.
   const std::string blake = base().key();
   const std::string out = std::string(std::getenv("TMPDIR") ? std::getenv("TMPDIR") : "/tmp") +
                           "/pcache-sha-key-" + std::to_string(getpid());
-  const pid_t pid = fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {
-    setenv("PCACHE_TEST_FORCE_SHA256", "1", 1);
-    setenv("PCACHE_TEST_KEY_OUT", out.c_str(), 1);
-    execl("/proc/self/exe", "self", "--gtest_filter=Key.DISABLED_Sha256Child",
-          "--gtest_also_run_disabled_tests", nullptr);
-    _exit(127);
-  }
-  int status = 0;
-  waitpid(pid, &status, 0);
-  ASSERT_TRUE(WIFEXITED(status));
-  ASSERT_EQ(WEXITSTATUS(status), 0);
+  ASSERT_EQ(run_child_test("Key.DISABLED_Sha256Child",
+                           {{"PCACHE_TEST_FORCE_SHA256", "1"}, {"PCACHE_TEST_KEY_OUT", out}}),
+            0);
   std::FILE *f = std::fopen(out.c_str(), "rb");
   ASSERT_NE(f, nullptr);
   char buf[64];
@@ -387,4 +398,46 @@ TEST(Key, DISABLED_Sha256Child) {  // run only by FipsFallbackUsesADistinctSchem
   ASSERT_NE(f, nullptr);
   std::fwrite(k.data(), 1, k.size(), f);
   std::fclose(f);
+}
+
+TEST(Key, SystemLibrariesThatCannotLoadAreUnsupportedAndSpareTheRest) {
+  // libcrypto and SQLite are opened on first use; a machine without them must still run what
+  // needs neither, and the calls that need them must say which library is missing.
+  char dir[] = "/tmp/pcache-refused-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  EXPECT_EQ(run_child_test("Key.DISABLED_RefusedLibrariesChild",
+                           {{"PCACHE_TEST_REFUSE_LIBRARY", "libcrypto,libsqlite3"},
+                            {"PCACHE_TEST_CACHE_DIR", dir}}),
+            0);
+  EXPECT_EQ(std::system((std::string("rm -rf '") + dir + "'").c_str()), 0);
+}
+
+TEST(Key, DISABLED_RefusedLibrariesChild) {  // run only by the test above
+  const char *dir = std::getenv("PCACHE_TEST_CACHE_DIR");
+  if (!dir) GTEST_SKIP() << "helper of SystemLibrariesThatCannotLoadAreUnsupportedAndSpareTheRest";
+  std::string k;
+  EXPECT_EQ(base().key(&k), PCACHE_ERR_UNSUPPORTED);
+  EXPECT_NE(std::string(pcache_last_error()).find("libcrypto"), std::string::npos)
+      << pcache_last_error();
+  EXPECT_EQ(base().key(&k), PCACHE_ERR_UNSUPPORTED);  // and again: no half-made state
+  pcache *c = nullptr;
+  EXPECT_EQ(pcache_open((std::string("sqlite:") + dir + "/c.db").c_str(), nullptr, &c),
+            PCACHE_ERR_UNSUPPORTED);
+  EXPECT_EQ(c, nullptr);
+  EXPECT_NE(std::string(pcache_last_error()).find("libsqlite3"), std::string::npos)
+      << pcache_last_error();
+  for (const std::string &uri :
+       {std::string("memory:"), std::string("filestream:") + dir + "/fs"}) {
+    SCOPED_TRACE(uri);
+    ASSERT_EQ(pcache_open(uri.c_str(), nullptr, &c), PCACHE_OK) << pcache_last_error();
+    const std::string value(5000, 'v');
+    ASSERT_EQ(pcache_put(c, "key", 3, value.data(), value.size()), PCACHE_OK)
+        << pcache_last_error();
+    void *data = nullptr;
+    size_t size = 0;
+    ASSERT_EQ(pcache_get(c, "key", 3, &data, &size), PCACHE_OK) << pcache_last_error();
+    EXPECT_EQ(std::string(static_cast<char *>(data), size), value);
+    pcache_free(data);
+    EXPECT_EQ(pcache_close(c), PCACHE_OK);
+  }
 }
