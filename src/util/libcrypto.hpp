@@ -17,6 +17,7 @@
 // functions over CRYPTO_free and OPENSSL_sk_num.
 #define PCACHE_LIBCRYPTO_FUNCTIONS(X) \
   X(OPENSSL_init_crypto)              \
+  X(OpenSSL_version_num)              \
   X(CRYPTO_free)                      \
   X(CRYPTO_memcmp)                    \
   X(CONF_get1_default_config_file)    \

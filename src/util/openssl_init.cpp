@@ -2,10 +2,12 @@
 
 #include <cstdlib>
 #include <mutex>
+#include <optional>
 #include <system_error>
 #include <thread>
 
 #include "util/libcrypto.hpp"
+#include "util/openssl_config_memo.hpp"
 
 namespace progcache {
 
@@ -19,7 +21,15 @@ bool config_matters() {
   if (const char *conf = std::getenv("OPENSSL_CONF"); conf && *conf) return true;
   const LibCrypto &crypto = libcrypto();
   char *file = crypto.CONF_get1_default_config_file();
-  const bool matters = openssl_config_matters(file);
+  bool matters = true;
+  try {
+    const OpensslConfigMemo memo(file, crypto.OpenSSL_version_num());
+    const std::optional<bool> known = memo.recall();
+    matters = known ? *known : openssl_config_matters(file);
+    if (!known) memo.remember(matters);
+  } catch (...) {  // out of memory: load the file, as OpenSSL would
+    matters = true;
+  }
   crypto.CRYPTO_free(file, OPENSSL_FILE, OPENSSL_LINE);
   return matters;
 }

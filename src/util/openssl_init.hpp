@@ -8,9 +8,10 @@ namespace progcache {
 // system file's `openssl_conf` section holding anything: a FIPS provider, where BLAKE2b is
 // refused and docs/security.md applies, algorithm properties, TLS policy for the host's later
 // use). Where it cannot, it is not loaded (OPENSSL_INIT_NO_LOAD_CONFIG): loading cost a fresh
-// process a fifth of a cache hit's instructions. Nothing else of the process's OpenSSL state
-// is changed: legacy algorithm names stay registered for the host. Thread-safe; cheap after the
-// first call.
+// process a fifth of a cache hit's instructions. Which case holds is remembered across processes
+// (util/openssl_config_memo.hpp), so that only the first process parses the file. Nothing else of
+// the process's OpenSSL state is changed: legacy algorithm names stay registered for the host.
+// Thread-safe; cheap after the first call.
 void init_openssl();
 
 // Whether loading the OpenSSL configuration FILE would change anything. A file changes OpenSSL

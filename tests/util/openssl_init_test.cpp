@@ -4,9 +4,15 @@
 #include "util/openssl_init.hpp"
 
 #include <gtest/gtest.h>
+#include <openssl/conf.h>
+#include <openssl/crypto.h>
 #include <openssl/err.h>
+#include <sys/stat.h>
 
+#include "proc_util.hpp"
 #include "scratch.hpp"
+#include "test_util.hpp"
+#include "util/openssl_config_memo.hpp"
 
 using namespace testutil;
 
@@ -48,6 +54,102 @@ TEST(OpensslConfig, UnreadableFilesAreLeftToOpenssl) {
   EXPECT_TRUE(matters(dir, "openssl_conf = init\n[init\nx = y\n"));
   EXPECT_TRUE(matters(dir, "openssl_conf = $undefined_variable\n"));
   EXPECT_EQ(ERR_peek_error(), 0u) << "the caller's OpenSSL error queue was left with our errors";
+}
+
+// The verdict is remembered in the user's cache directory, by the file's text and OpenSSL's
+// version, so a fresh process skips the parse (and its thread) while the file stays as it is.
+class OpensslConfigMemoTest : public ::testing::Test {
+ protected:
+  TempDir home;
+  ScopedEnv cache_home{"XDG_CACHE_HOME", home / "cache"};
+  const std::string file = home / "openssl.cnf";
+
+  progcache::OpensslConfigMemo memo(const std::string &text, unsigned long version = 0x30000000) {
+    write_file(file, text);
+    return progcache::OpensslConfigMemo(file.c_str(), version);
+  }
+};
+
+TEST_F(OpensslConfigMemoTest, AVerdictIsRecalledForTheSameTextAndOpensslOnly) {
+  const std::string text = "openssl_conf = init\n[init]\n# .include fipsmodule.cnf\n";
+  EXPECT_EQ(memo(text).recall(), std::nullopt);
+  memo(text).remember(false);
+  EXPECT_EQ(memo(text).recall(), std::optional<bool>(false));
+  EXPECT_EQ(memo(text, 0x30000010).recall(), std::nullopt) << "another OpenSSL parses it anew";
+  EXPECT_EQ(memo(text + "ssl_conf = ssl\n").recall(), std::nullopt) << "an edited file";
+  memo(text + "ssl_conf = ssl\n").remember(true);
+  EXPECT_EQ(memo(text + "ssl_conf = ssl\n").recall(), std::optional<bool>(true));
+  EXPECT_EQ(memo(text).recall(), std::optional<bool>(false));
+  struct stat st;
+  ASSERT_EQ(::stat((home / "cache/progcache").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0700u);
+}
+
+TEST_F(OpensslConfigMemoTest, TextsThatDependOnOtherFilesOrTheEnvironmentAreNeverRemembered) {
+  for (const std::string text : {".include /etc/ssl/fips.cnf\n", "  .INCLUDE=fips.cnf\n",
+                                 "x = $ENV::HOME\n", "openssl_conf = ${ENV::INIT}\n",
+                                 "a = \"#\" $ENV::X\n", "a = b \\\n# c\n", "a = b\\#c $ENV::X\n"}) {
+    SCOPED_TRACE(text);
+    const progcache::OpensslConfigMemo m = memo(text);
+    EXPECT_EQ(m.path(), "");
+    m.remember(false);
+    EXPECT_EQ(memo(text).recall(), std::nullopt);
+  }
+  // Comments may say anything (Debian's file names both in comments).
+  EXPECT_NE(memo("# .include fipsmodule.cnf\n# oid_file = $ENV::HOME/.oid\n").path(), "");
+}
+
+TEST_F(OpensslConfigMemoTest, AMemoThatIsNotPlainlyOursIsIgnored) {
+  const std::string text = "openssl_conf = init\n[init]\n";
+  const progcache::OpensslConfigMemo m = memo(text);
+  m.remember(false);
+  ASSERT_EQ(m.recall(), std::optional<bool>(false));
+  for (const char *content : {"", "0", "2\n", "0\n0\n", "1 "}) {
+    write_file(m.path(), content);
+    ::chmod(m.path().c_str(), 0600);
+    EXPECT_EQ(m.recall(), std::nullopt) << "content '" << content << "'";
+  }
+  write_file(m.path(), "0\n");
+  ::chmod(m.path().c_str(), 0622);
+  EXPECT_EQ(m.recall(), std::nullopt) << "a memo others may write";
+  ::chmod(m.path().c_str(), 0600);
+  ::chmod((home / "cache/progcache").c_str(), 0777);
+  EXPECT_EQ(m.recall(), std::nullopt) << "a directory others may write";
+  ::chmod((home / "cache/progcache").c_str(), 0700);
+  EXPECT_EQ(m.recall(), std::optional<bool>(false));
+  ASSERT_EQ(::unlink(m.path().c_str()), 0);
+  ASSERT_EQ(::symlink((home / "elsewhere").c_str(), m.path().c_str()), 0);
+  write_file(home / "elsewhere", "0\n");
+  EXPECT_EQ(m.recall(), std::nullopt) << "a symbolic link";
+}
+
+TEST_F(OpensslConfigMemoTest, PrivilegedProcessesAndUnreadableFilesHaveNoMemo) {
+  EXPECT_EQ(progcache::OpensslConfigMemo((home / "absent.cnf").c_str(), 1).path(), "");
+  EXPECT_EQ(progcache::OpensslConfigMemo(nullptr, 1).path(), "");
+  ScopedEnv secure("PCACHE_TEST_FAKE_SECURE", "1");
+  EXPECT_EQ(memo("a = b\n").path(), "");
+}
+
+TEST_F(OpensslConfigMemoTest, AFreshProcessRemembersTheSystemFilesVerdict) {
+  // init_openssl() runs once per process: a fresh one (this binary, re-executed) initialises
+  // OpenSSL, then the memo it left behind must hold what the parse says.
+  char *system_file = CONF_get1_default_config_file();
+  const std::string path = system_file ? system_file : "";
+  OPENSSL_free(system_file);
+  const progcache::OpensslConfigMemo m(path.c_str(), OpenSSL_version_num());
+  if (m.path().empty()) GTEST_SKIP() << "this machine's OpenSSL configuration is not memoable";
+  const pid_t pid = spawn([] {
+    ::execl("/proc/self/exe", "self", "--gtest_filter=OpensslConfigMemoChild.DISABLED_Init",
+            "--gtest_also_run_disabled_tests", nullptr);
+    return 127;
+  });
+  ASSERT_EQ(wait_for(pid), 0);
+  ASSERT_NE(m.recall(), std::nullopt) << m.path();
+  EXPECT_EQ(*m.recall(), progcache::openssl_config_matters(path.c_str()));
+}
+
+TEST(OpensslConfigMemoChild, DISABLED_Init) {  // run only by the test above
+  progcache::init_openssl();
 }
 
 }  // namespace

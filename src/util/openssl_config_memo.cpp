@@ -1,0 +1,110 @@
+#include "util/openssl_config_memo.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstdio>
+#include <string_view>
+
+#include "util/env.hpp"
+#include "util/fsutil.hpp"
+#include "util/trust.hpp"
+
+namespace progcache {
+
+namespace {
+
+constexpr uint64_t kMaxConfigBytes = 1 << 20;
+
+bool contains_folded(std::string_view text, std::string_view lower_word) {
+  return std::search(text.begin(), text.end(), lower_word.begin(), lower_word.end(),
+                     [](char a, char b) {
+                       return std::tolower(static_cast<unsigned char>(a)) == b;
+                     }) != text.end();
+}
+
+// Whether the file's text alone decides what OpenSSL makes of it. Conservative: a comment is cut
+// only at a '#' with no quote or backslash before it on its line, and any spelling of
+// "include" or "env::" in what is left counts.
+bool self_contained(std::string_view text) {
+  while (!text.empty()) {
+    const size_t eol = std::min(text.find('\n'), text.size());
+    std::string_view line = text.substr(0, eol);
+    text.remove_prefix(std::min(eol + 1, text.size()));
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    if (!line.empty() && line.back() == '\\') return false;
+    const size_t hash = line.find('#');
+    if (hash != std::string_view::npos &&
+        line.substr(0, hash).find_first_of("\"'\\") == std::string_view::npos)
+      line = line.substr(0, hash);
+    if (contains_folded(line, "include") || contains_folded(line, "env::")) return false;
+  }
+  return true;
+}
+
+std::string user_cache_dir() {
+  if (const char *x = trusted_env("XDG_CACHE_HOME"); x && x[0] == '/')
+    return std::string(x) + "/progcache";
+  if (const char *h = trusted_env("HOME"); h && h[0] == '/')
+    return std::string(h) + "/.cache/progcache";
+  return "";
+}
+
+}  // namespace
+
+OpensslConfigMemo::OpensslConfigMemo(const char *file, unsigned long openssl_version) {
+  if (!file || process_is_privileged()) return;
+  dir_ = user_cache_dir();
+  std::string text;
+  if (dir_.empty() || !read_whole_file(file, &text, kMaxConfigBytes) || !self_contained(text))
+    return;
+  XXH3_state_t *state = XXH3_createState();
+  if (!state) return;
+  const uint64_t version = openssl_version;
+  XXH3_128bits_reset(state);
+  XXH3_128bits_update(state, &version, sizeof version);
+  XXH3_128bits_update(state, file, std::char_traits<char>::length(file) + 1);
+  XXH3_128bits_update(state, text.data(), text.size());
+  const XXH128_hash_t digest = XXH3_128bits_digest(state);
+  XXH3_freeState(state);
+  char name[64];
+  std::snprintf(name, sizeof name, "/openssl-conf-%016llx%016llx",
+                static_cast<unsigned long long>(digest.high64),
+                static_cast<unsigned long long>(digest.low64));
+  path_ = dir_ + name;
+}
+
+std::optional<bool> OpensslConfigMemo::recall() const {
+  struct stat dir;  // whoever may write the directory could swap the memo for another
+  if (path_.empty() || ::stat(dir_.c_str(), &dir) != 0 || !owned_and_private(dir))
+    return std::nullopt;
+  Fd fd(::open(path_.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+  struct stat st;
+  char verdict[3] = {};
+  if (!fd || ::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode) || !owned_and_private(st) ||
+      st.st_size != 2 || !pread_all(fd.get(), verdict, 2, 0) || verdict[1] != '\n' ||
+      (verdict[0] != '0' && verdict[0] != '1'))
+    return std::nullopt;
+  return verdict[0] == '1';
+}
+
+void OpensslConfigMemo::remember(bool matters) const {
+  if (path_.empty()) return;
+  try {
+    make_dirs(dir_, 0700);
+  } catch (...) {  // no cache directory to be had: the next process asks OpenSSL again
+    return;
+  }
+  const std::string temp = path_ + ".tmp." + std::to_string(::getpid());
+  Fd fd(::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+  if (!fd) return;
+  const bool written =
+      write_all(fd.get(), matters ? "1\n" : "0\n", 2) && ::close(fd.release()) == 0;
+  if (!written || ::rename(temp.c_str(), path_.c_str()) != 0) ::unlink(temp.c_str());
+}
+
+}  // namespace progcache
