@@ -69,15 +69,10 @@ bool is_regular_file(const std::string &path) {
   return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
 }
 
-// The path /etc/ld.so.cache gives for soname (the new "glibc-ld.so.cache1.1" format, alone or
-// after an old-format table); "" if absent, unreadable or of another format. Entries for
-// glibc-hwcaps subdirectories are skipped (see docs/keys.md).
-std::string ld_cache_lookup(std::string_view soname) {
-  Fd fd(::open("/etc/ld.so.cache", O_RDONLY | O_CLOEXEC));
-  struct stat st;
-  if (!fd || ::fstat(fd.get(), &st) != 0 || st.st_size <= 0 || st.st_size > (64 << 20)) return "";
-  std::string data(size_t(st.st_size), '\0');
-  if (!pread_all(fd.get(), data.data(), data.size(), 0)) return "";
+// The path the loader's cache (ld.so.cache's bytes in data) gives for soname (the new
+// "glibc-ld.so.cache1.1" format, alone or after an old-format table); "" if absent or of another
+// format. Entries for glibc-hwcaps subdirectories are skipped (see docs/keys.md).
+std::string ld_cache_entry(const std::string &data, std::string_view soname) {
   constexpr std::string_view kOld = "ld.so-1.7.0", kNew = "glibc-ld.so.cache1.1";
   size_t base = 0;
   if (data.compare(0, kOld.size(), kOld) == 0) {
@@ -119,6 +114,35 @@ std::string ld_cache_lookup(std::string_view soname) {
     if (string_at(key) == soname) return std::string(string_at(value));
   }
   return "";
+}
+
+// ld_cache_entry() of /etc/ld.so.cache; "" if it is absent or unreadable. Remembered for the
+// process by soname and the file's stat (ldconfig replaces the file, so a new cache is another
+// inode): a hit on the drop-in NVRTC checks where NVRTC would find its builtins, and reading
+// and walking the 40 KB file for each of a process's compiles was a tenth of its time.
+std::string ld_cache_lookup(std::string_view soname) {
+  constexpr const char *kPath = "/etc/ld.so.cache";
+  static ForkSafeMutex mutex;
+  static std::map<std::string, std::string, std::less<>> memo;  // soname|identity -> path
+  struct stat st;
+  if (::stat(kPath, &st) != 0) return "";
+  std::string memo_key = std::string(soname) + "|" + StatIdentity::of(st).text();
+  {
+    std::lock_guard lock(mutex);
+    if (auto it = memo.find(memo_key); it != memo.end()) return it->second;
+  }
+  Fd fd(::open(kPath, O_RDONLY | O_CLOEXEC));
+  if (!fd || ::fstat(fd.get(), &st) != 0 || st.st_size <= 0 || st.st_size > (64 << 20)) return "";
+  std::string data(size_t(st.st_size), '\0');
+  if (!pread_all(fd.get(), data.data(), data.size(), 0)) return "";
+  const StatIdentity id = StatIdentity::of(st);  // what was read: the file open now
+  std::string found = ld_cache_entry(data, soname);
+  if (!id.is_racy()) {
+    std::lock_guard lock(mutex);
+    if (memo.size() > 64) memo.clear();  // a cache rewritten again and again stays small
+    memo[std::string(soname) + "|" + id.text()] = found;
+  }
+  return found;
 }
 
 }  // namespace
