@@ -77,11 +77,13 @@ foreach(soname IN ITEMS ${PCACHE_ZSTD_SONAME} ${PCACHE_HIREDIS_SONAME} ${PCACHE_
     string(REGEX REPLACE "^(lib[^.]+)\\.so\\.(.*)$" "\\1\\2" package ${soname})
     list(APPEND pcache_dlopen_depends ${package})
   endif()
-  # The oldest release with every function the table resolves, where the SONAME's first release
-  # lacks some (what dpkg-shlibdeps would have written for a linked library).
-  if(soname STREQUAL PCACHE_SQLITE_SONAME)  # sqlite3_prepare_v3
+  # The oldest release with every function the table resolves and every statement the library
+  # runs, where the SONAME's first release lacks some (dpkg-shlibdeps, for a linked library, saw
+  # only the functions). SQLite: 3.35.0, the first with DELETE ... RETURNING (kMinSqliteVersion in
+  # src/backends/sqlite_library.hpp, which the library also checks when it opens SQLite).
+  if(soname STREQUAL PCACHE_SQLITE_SONAME)
     list(POP_BACK pcache_dlopen_depends package)
-    list(APPEND pcache_dlopen_depends "${package} (>= 3.20.0)")
+    list(APPEND pcache_dlopen_depends "${package} (>= 3.35.0)")
   endif()
 endforeach()
 list(JOIN pcache_dlopen_depends ", " CPACK_DEBIAN_LIB_PACKAGE_DEPENDS)

@@ -126,7 +126,7 @@ bool SqliteBackend::exists(const std::string &path) {
 
 SqliteBackend::SqliteBackend(Uri &uri, const BackendConfig &config)
     : config_(config), path_(uri.path) {
-  libsqlite();  // a library that cannot load throws here, not through the call_once below
+  libsqlite_checked();  // a library that cannot load throws here, not through the call_once
   static std::once_flag fork_hooks;
   std::call_once(fork_hooks, [] {
     libsqlite().sqlite3_initialize();  // the static mutexes exist from here on

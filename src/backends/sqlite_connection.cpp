@@ -17,12 +17,27 @@
 #include "backends/sqlite_internal.hpp"
 #include "util/error.hpp"
 #include "util/fsutil.hpp"
+#include "util/test_hooks.hpp"
 #include "util/trust.hpp"
 
 // Opening, configuring, resetting and re-opening the connection (after fork()).
 namespace progcache {
 
 PCACHE_SYSTEM_LIBRARY_GETTER(LibSqlite, libsqlite, PCACHE_SQLITE_SONAME, PCACHE_SQLITE_FUNCTIONS)
+
+const LibSqlite &libsqlite_checked() {
+  const LibSqlite &sqlite = libsqlite();
+  const int fake = test_hooks::fake_sqlite_version();
+  const int version = fake ? fake : sqlite.sqlite3_libversion_number();
+  if (version < kMinSqliteVersionNumber)
+    throw Error(Status::unsupported,
+                std::string("SQLite ") +
+                    (fake ? std::to_string(fake) : std::string(sqlite.sqlite3_libversion())) +
+                    " is older than " + kMinSqliteVersion +
+                    ", the first release with every statement the SQLite cache runs (upgrade "
+                    "libsqlite3, or use a filestream: cache)");
+  return sqlite;
+}
 
 using namespace sqlite_detail;
 

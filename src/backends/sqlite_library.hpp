@@ -42,6 +42,8 @@
   X(sqlite3_get_autocommit)        \
   X(sqlite3_initialize)            \
   X(sqlite3_last_insert_rowid)     \
+  X(sqlite3_libversion)            \
+  X(sqlite3_libversion_number)     \
   X(sqlite3_limit)                 \
   X(sqlite3_mutex_alloc)           \
   X(sqlite3_mutex_enter)           \
@@ -64,5 +66,14 @@ PCACHE_SYSTEM_LIBRARY_STRUCT(LibSqlite, PCACHE_SQLITE_FUNCTIONS)
 // and kept for the process; a host that linked SQLite already shares its copy. Throws
 // Error(Status::unsupported) naming the library and what dlopen or dlsym said. Thread-safe.
 const LibSqlite &libsqlite();
+
+// The oldest SQLite the backend's statements run on: 3.35.0, the first with DELETE ... RETURNING.
+// The SONAME (libsqlite3.so.0) is every SQLite 3, so the library is checked when it is opened.
+inline constexpr int kMinSqliteVersionNumber = 3035000;
+inline constexpr const char *kMinSqliteVersion = "3.35.0";
+
+// libsqlite(), refused with Error(Status::unsupported) naming both versions when the SQLite the
+// process has is older than kMinSqliteVersion. Thread-safe.
+const LibSqlite &libsqlite_checked();
 
 }  // namespace progcache

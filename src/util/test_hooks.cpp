@@ -43,6 +43,11 @@ bool refuse_library(const char *soname) {
   return false;
 }
 
+int fake_sqlite_version() {
+  const char *fake = std::getenv("PCACHE_TEST_FAKE_SQLITE_VERSION");
+  return fake ? std::atoi(fake) : 0;
+}
+
 void set_fault_hook(FaultHook hook) {
   g_fault_hook.store(hook);
 }
@@ -65,6 +70,9 @@ bool force_sha256() {
 }
 bool refuse_library(const char *) {
   return false;
+}
+int fake_sqlite_version() {
+  return 0;
 }
 void set_fault_hook(FaultHook) {}
 int fault(FsOp) {

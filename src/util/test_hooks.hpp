@@ -17,6 +17,9 @@ bool force_sha256();
 // PCACHE_TEST_REFUSE_LIBRARY=a,b: a system library (util/system_library.hpp) whose SONAME starts
 // with a or b is refused, as dlopen refuses a library that is not installed.
 bool refuse_library(const char *soname);
+// PCACHE_TEST_FAKE_SQLITE_VERSION=N: the SQLite library reports version number N (3035000 is
+// 3.35.0); 0 when not set.
+int fake_sqlite_version();
 
 // The file-stream backend's system calls (util/fsutil.hpp: sys::), which a test can make fail:
 // a hook returns 0 to let the call run, an errno value to fail it with, or kShortWrite (write

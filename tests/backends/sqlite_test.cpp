@@ -1212,3 +1212,24 @@ TEST(Sqlite, SizeDriftIsFoundAndRecounted) {
   ASSERT_EQ(pcache_admin_check_storage(c, 0, &damaged), PCACHE_OK);
   EXPECT_EQ(damaged, 0) << pcache_last_error();
 }
+
+// libsqlite3.so.0 names every SQLite 3, and the backend's statements need 3.35.0 (DELETE ...
+// RETURNING): an older one is refused at open, naming both versions, with nothing created,
+// rather than taken for a database whose statements no longer prepare.
+TEST(Sqlite, AnSqliteTooOldForTheStatementsIsRefusedAtOpen) {
+  TempDir d;
+  const std::string db = d / "sub/cache.db";
+  pcache *c = nullptr;
+  {
+    ScopedEnv old("PCACHE_TEST_FAKE_SQLITE_VERSION", "3034001");
+    EXPECT_EQ(pcache_open(("sqlite:" + db).c_str(), nullptr, &c), PCACHE_ERR_UNSUPPORTED);
+    EXPECT_EQ(c, nullptr);
+    const std::string message = pcache_last_error();
+    EXPECT_NE(message.find("SQLite 3034001 is older than 3.35.0"), std::string::npos) << message;
+    EXPECT_FALSE(std::filesystem::exists(d / "sub")) << "a refused open created files";
+  }
+  ScopedEnv enough("PCACHE_TEST_FAKE_SQLITE_VERSION", "3035000");
+  ASSERT_EQ(pcache_open(("sqlite:" + db).c_str(), nullptr, &c), PCACHE_OK) << pcache_last_error();
+  EXPECT_EQ(pcache_put(c, "k", 1, "v", 1), PCACHE_OK);
+  EXPECT_EQ(pcache_close(c), PCACHE_OK);
+}
