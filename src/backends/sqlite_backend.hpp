@@ -85,7 +85,6 @@ class SqliteBackend final : public Backend, public SharedCounters {
   // PATH.corrupt-<time>, then connects to a fresh one. Serialised across processes by a lock
   // file; does nothing but reconnect if another process already did it.
   void move_aside(const std::string &why);
-  void check_schema_statements();
   void check_schema_text();
   void disconnect(bool abandon);
   void ensure_process();

@@ -458,7 +458,6 @@ void SqliteBackend::init_schema() {
                     std::to_string(kSchemaVersion) + "); refusing to misread it");
   }
   if (version == kSchemaVersion) {
-    check_schema_statements();
     check_schema_text();
     if (!read_only_ && pragma_int("PRAGMA application_id") != kApplicationIdBase + version) {
       write_txn([&] {  // databases from before application ids get theirs
@@ -506,21 +505,6 @@ void SqliteBackend::init_schema() {
           nullptr, nullptr, nullptr);
       if (rc != SQLITE_OK) fail(rc, "cannot set the schema version");
     });
-  }
-}
-
-// Every statement the backend runs must prepare against this database: a table or column that
-// is missing ("no such column: name") is damage, reset like any other.
-void SqliteBackend::check_schema_statements() {
-  for (int s = 0; s < kMemoGet; ++s) {
-    if (stmts_[s]) continue;
-    const int rc = libsqlite().sqlite3_prepare_v3(db_, sql_text(Stmt(s)), -1,
-                                                  SQLITE_PREPARE_PERSISTENT, &stmts_[s], nullptr);
-    if (rc != SQLITE_OK) {
-      stmts_[s] = nullptr;
-      throw CorruptDatabase(std::string("the schema does not match: ") +
-                            libsqlite().sqlite3_errmsg(db_));
-    }
   }
 }
 
@@ -614,9 +598,11 @@ std::set<std::string> sqlite_detail::modelled_schema(std::string_view script) {
   return out;
 }
 
-// A flipped bit in a table's statement (inside a CHECK constraint, say) leaves every statement
-// preparing, yet every put failing its constraint: the statements are compared with the
-// expected ones, and any difference is damage, reset like any other.
+// The tables' and indexes' statements, compared with the ones progcache writes: any difference
+// is damage, reset like any other. A missing table or column would make statements fail to
+// prepare, and a flipped bit inside a CHECK constraint leaves them preparing yet every put
+// failing; a schema that matches prepares every statement, so they are prepared when first
+// used (preparing all sixteen up front cost a fresh process's open ~0.1 ms).
 void SqliteBackend::check_schema_text() {
   const std::set<std::string> found = schema_of(db_);
   static const std::set<std::string> fresh = modelled_schema(kSchema);
