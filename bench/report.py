@@ -63,7 +63,10 @@ lines = [
     "",
     "## Hits against the physical limit",
     "",
-    "| payload | memory `pcache_get` | `memcpy` | ratio (target ≤ 1.5) | sqlite `pcache_get` | bare SQLite `SELECT` | ratio (target ≤ 1.5) | filestream `pcache_get` | `open`+`read`+`close` | ratio (target ≤ 1.3) |",
+    "Targets are #34's (hits in a loop at storage speed): memory ≤ 1.5× `memcpy`, SQLite ≤ 1.3× a bare",
+    "prepared `SELECT`, file-stream ≤ 1.2× `open`+`read`+`close`, at every size.",
+    "",
+    "| payload | memory `pcache_get` | `memcpy` | ratio (target ≤ 1.5) | sqlite `pcache_get` | bare SQLite `SELECT` | ratio (target ≤ 1.3) | filestream `pcache_get` | `open`+`read`+`close` | ratio (target ≤ 1.2) |",
     "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
 ]
 for size, label in ((4096, "4 KiB"), (65536, "64 KiB"), (1048576, "1 MiB")):
@@ -71,7 +74,7 @@ for size, label in ((4096, "4 KiB"), (65536, "64 KiB"), (1048576, "1 MiB")):
     s, ss = ns("BM_Get/sqlite/%d" % size), ns("BM_SqliteBareSelect/%d" % size)
     f, fr = ns("BM_Get/filestream/%d" % size), ns("BM_RawRead/%d" % size)
     cells = []
-    for a, b, t in ((m, mc, 1.5), (s, ss, 1.5), (f, fr, 1.3)):
+    for a, b, t in ((m, mc, 1.5), (s, ss, 1.3), (f, fr, 1.2)):
         r = ratio(a, b)
         cells += [fmt_time(a), fmt_time(b), ("%.2f× %s" % (r, verdict(r, t))) if r else "n/a"]
     lines.append("| %s | %s |" % (label, " | ".join(cells)))
@@ -187,19 +190,22 @@ if fresh and "sqlite_ratio" in fresh:
 startup = next((o["result"] for o in ops if o["name"] == "dropin-startup"), None)
 if startup and "warm_ms" in startup:
     r = startup["real_over_warm"]
-    lines += ["", "## The drop-in NVRTC: a process compiling 20 kernels at start-up (target ≥ 50×)", "",
+    lines += ["", "## The drop-in NVRTC: a process compiling 20 kernels at start-up (target ≥ 50×; #34: ≥ 100×)", "",
               "`bench/nvrtc_startup.c` (linked with `-lnvrtc`) compiles 20 kernels for sm_90 and exits;",
               "`bench/dropin_startup.py` times whole processes, median of %d, the real and the warm runs"
               % startup["runs"], "alternated. Cold: through `progcache run` with an empty cache.", "",
               "The drop-in alone: the warm client with the drop-in first on `LD_LIBRARY_PATH` by hand,",
-              "without `progcache run`'s own start, cache check and report (about 4 ms of the warm run).", "",
+              "without `progcache run`'s own start, cache check and report (about 4 ms of the warm run).",
+              "Verdicts: through `run` against ≥ 50×, the drop-in alone against #34's ≥ 100×.", "",
               "| real NVRTC | drop-in, cold | drop-in, warm | real / warm | drop-in alone, warm | real / alone |",
               "| --- | --- | --- | --- | --- | --- |",
               "| %.0f ms | %.0f ms | %.1f ms | %.0f× %s | %s | %s |" % (
                   startup["real_ms"], startup["cold_ms"], startup["warm_ms"], r,
                   verdict(r, 50, lower_is_better=False),
                   "%.1f ms" % startup["direct_ms"] if "direct_ms" in startup else "n/a",
-                  "%.0f×" % startup["real_over_direct"] if "real_over_direct" in startup else "n/a")]
+                  "%.0f× %s" % (startup["real_over_direct"],
+                                verdict(startup["real_over_direct"], 100, lower_is_better=False))
+                  if "real_over_direct" in startup else "n/a")]
 jit = next((o["result"] for o in ops if o["name"] == "jit-startup"), None)
 if jit and "numba_nvvm_ratio" in jit:
     lines += ["", "## The drop-in libNVVM and nvJitLink (target ≥ 50× each)", "",
