@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
+#include <cstring>
 #include <string_view>
 
 #include "util/env.hpp"
@@ -19,6 +20,11 @@ namespace progcache {
 namespace {
 
 constexpr uint64_t kMaxConfigBytes = 1 << 20;
+// The two verdicts differ in every byte but the newline: no flipped bit turns "skip the file"
+// into "load it" or back, it makes a memo that is not believed.
+constexpr char kLoad[] = "load\n", kSkip[] = "skip\n";
+constexpr size_t kVerdictSize = sizeof kLoad - 1;
+static_assert(sizeof kLoad == sizeof kSkip);
 
 bool contains_folded(std::string_view text, std::string_view lower_word) {
   return std::search(text.begin(), text.end(), lower_word.begin(), lower_word.end(),
@@ -84,12 +90,13 @@ std::optional<bool> OpensslConfigMemo::recall() const {
     return std::nullopt;
   Fd fd(::open(path_.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
   struct stat st;
-  char verdict[3] = {};
+  char verdict[sizeof kLoad] = {};
   if (!fd || ::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode) || !owned_and_private(st) ||
-      st.st_size != 2 || !pread_all(fd.get(), verdict, 2, 0) || verdict[1] != '\n' ||
-      (verdict[0] != '0' && verdict[0] != '1'))
+      st.st_size != kVerdictSize || !pread_all(fd.get(), verdict, kVerdictSize, 0))
     return std::nullopt;
-  return verdict[0] == '1';
+  if (std::memcmp(verdict, kLoad, kVerdictSize) == 0) return true;
+  if (std::memcmp(verdict, kSkip, kVerdictSize) == 0) return false;
+  return std::nullopt;
 }
 
 void OpensslConfigMemo::remember(bool matters) const {
@@ -103,7 +110,7 @@ void OpensslConfigMemo::remember(bool matters) const {
   Fd fd(::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
   if (!fd) return;
   const bool written =
-      write_all(fd.get(), matters ? "1\n" : "0\n", 2) && ::close(fd.release()) == 0;
+      write_all(fd.get(), matters ? kLoad : kSkip, kVerdictSize) && ::close(fd.release()) == 0;
   if (!written || ::rename(temp.c_str(), path_.c_str()) != 0) ::unlink(temp.c_str());
 }
 

@@ -21,7 +21,7 @@ class OpensslConfigMemo {
   OpensslConfigMemo(const char *file, unsigned long openssl_version);
 
   // The verdict remembered for this text, if a memo holds one: a regular file owned by this
-  // user (or root), writable by no one else, holding "0\n" or "1\n".
+  // user (or root), writable by no one else, holding "load\n" or "skip\n".
   std::optional<bool> recall() const;
 
   // Writes the verdict (a temporary file renamed into place, so a reader sees all of it or

@@ -9,6 +9,9 @@
 #include <openssl/err.h>
 #include <sys/stat.h>
 
+#include <string>
+#include <vector>
+
 #include "proc_util.hpp"
 #include "scratch.hpp"
 #include "test_util.hpp"
@@ -104,12 +107,20 @@ TEST_F(OpensslConfigMemoTest, AMemoThatIsNotPlainlyOursIsIgnored) {
   const progcache::OpensslConfigMemo m = memo(text);
   m.remember(false);
   ASSERT_EQ(m.recall(), std::optional<bool>(false));
-  for (const char *content : {"", "0", "2\n", "0\n0\n", "1 "}) {
+  // Anything but the two verdicts, and every single flipped bit of one of them.
+  std::vector<std::string> contents = {"", "skip", "0\n", "skip\nskip\n", "load "};
+  for (const std::string verdict : {"skip\n", "load\n"})
+    for (size_t bit = 0; bit < 8 * verdict.size(); ++bit) {
+      std::string flipped = verdict;
+      flipped[bit / 8] = char(flipped[bit / 8] ^ (1 << (bit % 8)));
+      contents.push_back(flipped);
+    }
+  for (const std::string &content : contents) {
     write_file(m.path(), content);
     ::chmod(m.path().c_str(), 0600);
     EXPECT_EQ(m.recall(), std::nullopt) << "content '" << content << "'";
   }
-  write_file(m.path(), "0\n");
+  write_file(m.path(), "skip\n");
   ::chmod(m.path().c_str(), 0622);
   EXPECT_EQ(m.recall(), std::nullopt) << "a memo others may write";
   ::chmod(m.path().c_str(), 0600);
@@ -119,7 +130,7 @@ TEST_F(OpensslConfigMemoTest, AMemoThatIsNotPlainlyOursIsIgnored) {
   EXPECT_EQ(m.recall(), std::optional<bool>(false));
   ASSERT_EQ(::unlink(m.path().c_str()), 0);
   ASSERT_EQ(::symlink((home / "elsewhere").c_str(), m.path().c_str()), 0);
-  write_file(home / "elsewhere", "0\n");
+  write_file(home / "elsewhere", "skip\n");
   EXPECT_EQ(m.recall(), std::nullopt) << "a symbolic link";
 }
 
