@@ -26,28 +26,37 @@ constexpr char kLoad[] = "load\n", kSkip[] = "skip\n";
 constexpr size_t kVerdictSize = sizeof kLoad - 1;
 static_assert(sizeof kLoad == sizeof kSkip);
 
-bool contains_folded(std::string_view text, std::string_view lower_word) {
-  return std::search(text.begin(), text.end(), lower_word.begin(), lower_word.end(),
-                     [](char a, char b) {
-                       return std::tolower(static_cast<unsigned char>(a)) == b;
-                     }) != text.end();
+// Whether pos, in text, lies inside a comment: after a '#' on its line with no quote or backslash
+// before that '#' (a conservative reading: a '#' that might be quoted or escaped counts as code).
+bool in_comment(std::string_view text, size_t pos) {
+  const size_t newline = text.rfind('\n', pos);
+  const size_t line_start = newline == std::string_view::npos ? 0 : newline + 1;
+  const std::string_view before = text.substr(line_start, pos - line_start);
+  const size_t hash = before.find('#');
+  return hash != std::string_view::npos &&
+         before.substr(0, hash).find_first_of("\"'\\") == std::string_view::npos;
 }
 
-// Whether the file's text alone decides what OpenSSL makes of it. Conservative: a comment is cut
-// only at a '#' with no quote or backslash before it on its line, and any spelling of
-// "include" or "env::" in what is left counts.
+// Whether the file's text alone decides what OpenSSL makes of it: no "include" nor "env::", in
+// any case, outside a comment, and no line continued by a backslash. Searched in a lowercase
+// copy, so a 12 KB file costs a few thousand instructions (a case-folding search per line cost
+// a fresh process 0.25M).
 bool self_contained(std::string_view text) {
-  while (!text.empty()) {
-    const size_t eol = std::min(text.find('\n'), text.size());
-    std::string_view line = text.substr(0, eol);
-    text.remove_prefix(std::min(eol + 1, text.size()));
-    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-    if (!line.empty() && line.back() == '\\') return false;
-    const size_t hash = line.find('#');
-    if (hash != std::string_view::npos &&
-        line.substr(0, hash).find_first_of("\"'\\") == std::string_view::npos)
-      line = line.substr(0, hash);
-    if (contains_folded(line, "include") || contains_folded(line, "env::")) return false;
+  std::string lower(text);
+  for (char &c : lower)  // branch-free, so that it vectorises
+    c = char(c + (static_cast<unsigned char>(c - 'A') < 26u) * ('a' - 'A'));
+  const std::string_view t(lower);
+  // memmem, not string_view::find: libstdc++'s find compares at every position.
+  auto find = [&](std::string_view word, size_t from) -> size_t {
+    const void *hit = ::memmem(t.data() + from, t.size() - from, word.data(), word.size());
+    return hit ? size_t(static_cast<const char *>(hit) - t.data()) : std::string_view::npos;
+  };
+  for (const std::string_view word : {"include", "env::"})
+    for (size_t at = find(word, 0); at != std::string_view::npos; at = find(word, at + 1))
+      if (!in_comment(t, at)) return false;
+  for (size_t at = t.find('\\'); at != std::string_view::npos; at = t.find('\\', at + 1)) {
+    const std::string_view rest = t.substr(at + 1);
+    if (rest.empty() || rest[0] == '\n' || rest.substr(0, 2) == "\r\n") return false;
   }
   return true;
 }
@@ -65,9 +74,8 @@ std::string user_cache_dir() {
 OpensslConfigMemo::OpensslConfigMemo(const char *file, unsigned long openssl_version) {
   if (!file || process_is_privileged()) return;
   dir_ = user_cache_dir();
-  std::string text;
-  if (dir_.empty() || !read_whole_file(file, &text, kMaxConfigBytes) || !self_contained(text))
-    return;
+  std::string &text = text_;
+  if (dir_.empty() || !read_whole_file(file, &text, kMaxConfigBytes)) return;
   XXH3_state_t *state = XXH3_createState();
   if (!state) return;
   const uint64_t version = openssl_version;
@@ -100,7 +108,7 @@ std::optional<bool> OpensslConfigMemo::recall() const {
 }
 
 void OpensslConfigMemo::remember(bool matters) const {
-  if (path_.empty()) return;
+  if (path_.empty() || !self_contained(text_)) return;
   try {
     make_dirs(dir_, 0700);
   } catch (...) {  // no cache directory to be had: the next process asks OpenSSL again
