@@ -13,6 +13,7 @@
 #include "util/endian.hpp"
 #include "util/env.hpp"
 #include "util/error.hpp"
+#include "util/fork_guard.hpp"
 #include "util/libcrypto.hpp"
 #include "util/openssl_init.hpp"
 #include "util/test_hooks.hpp"
@@ -310,7 +311,9 @@ struct Algo {
 // Fetched once per process. FIPS providers have no BLAKE2b: fall back to SHA-256 under a
 // distinct schema tag so the two kinds of key can never be equal.
 const Algo &algo() {
-  static const Algo a = [] {
+  static constinit Algo a;
+  static constinit ForkSafeOnce fetched;  // not a static's guard: util/fork_guard.hpp
+  fetched.run([] {
     init_openssl();
     const LibCrypto &crypto = libcrypto();
     Algo r;
@@ -325,8 +328,8 @@ const Algo &algo() {
       r.identity_schema = kIdentitySha256;
       r.name = "sha256";
     }
-    return r;
-  }();
+    a = r;
+  });
   if (!a.md) throw Error(Status::internal, "OpenSSL provides neither BLAKE2b-512 nor SHA-256");
   return a;
 }

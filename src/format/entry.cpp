@@ -12,6 +12,7 @@
 
 #include "util/endian.hpp"
 #include "util/error.hpp"
+#include "util/fork_guard.hpp"
 #include "util/libcrypto.hpp"
 #include "util/openssl_init.hpp"
 #include "util/system_library.hpp"
@@ -49,8 +50,12 @@ void MacKey::sign(const uint8_t *record, size_t body_size, uint8_t out[16]) cons
   // BLAKE2BMAC with a 16-byte output; HMAC-SHA256 truncated to 16 under FIPS providers.
   init_openssl();
   const LibCrypto &crypto = libcrypto();
-  static EVP_MAC *const blake = crypto.EVP_MAC_fetch(nullptr, "BLAKE2BMAC", nullptr);
-  static EVP_MAC *const hmac = blake ? nullptr : crypto.EVP_MAC_fetch(nullptr, "HMAC", nullptr);
+  static constinit EVP_MAC *blake = nullptr, *hmac = nullptr;
+  static constinit ForkSafeOnce fetched;  // not a static's guard: util/fork_guard.hpp
+  fetched.run([&] {
+    blake = crypto.EVP_MAC_fetch(nullptr, "BLAKE2BMAC", nullptr);
+    if (!blake) hmac = crypto.EVP_MAC_fetch(nullptr, "HMAC", nullptr);
+  });
   EVP_MAC_CTX *ctx = crypto.EVP_MAC_CTX_new(blake ? blake : hmac);
   if (!ctx) throw Error(Status::internal, "OpenSSL has neither BLAKE2BMAC nor HMAC");
   size_t out_size = 16;

@@ -4,6 +4,14 @@
 
 namespace progcache {
 
+namespace {
+// Recursive by a per-thread depth over a plain mutex, not a recursive mutex: glibc's recursive
+// mutex remembers its owner's thread id, which the child of fork() does not share, so the child's
+// release handler could not unlock it (a child hung on it for good in the test suite).
+constinit std::mutex g_once_mutex;
+thread_local int t_once_depth = 0;
+}  // namespace
+
 // Every live ForkSafeMutex, in an intrusive list (registration allocates nothing, so it cannot
 // fail). The registry's own mutex is held from prepare to parent/child, so that no mutex is
 // created or destroyed while a fork is under way.
@@ -30,16 +38,30 @@ struct ForkRegistry {
     for (int rank = ForkSafeMutex::kOuter; rank <= ForkSafeMutex::kInner; ++rank)
       for (ForkSafeMutex *m = r.head; m; m = m->next_)
         if (m->rank_ == rank) m->m_.lock();
+    // After every ForkSafeMutex (an initialisation takes none of them); not if this thread forks
+    // from inside an initialisation, which holds it already.
+    if (t_once_depth == 0) g_once_mutex.lock();
     for (int i = 0; i < r.participants; ++i) r.participant_prepare[i]();
   }
 
   static void release() {
     ForkRegistry &r = get();
     for (int i = r.participants - 1; i >= 0; --i) r.participant_release[i]();
+    if (t_once_depth == 0) g_once_mutex.unlock();
     for (ForkSafeMutex *m = r.head; m; m = m->next_) m->m_.unlock();
     r.mutex.unlock();
   }
 };
+
+void lock_once_initialisations() {
+  if (t_once_depth++ > 0) return;
+  ForkRegistry::get();  // the fork handlers exist before the first initialisation runs
+  g_once_mutex.lock();
+}
+
+void unlock_once_initialisations() {
+  if (--t_once_depth == 0) g_once_mutex.unlock();
+}
 
 void add_fork_participant(void (*prepare)(), void (*release)()) {
   ForkRegistry &r = ForkRegistry::get();

@@ -6,6 +6,7 @@
 // it inherited (each backend reopens its connection or descriptors in a new process).
 #pragma once
 
+#include <atomic>
 #include <mutex>
 
 namespace progcache {
@@ -32,6 +33,42 @@ class ForkSafeMutex {
   std::mutex m_;
   Rank rank_;
   ForkSafeMutex *prev_ = nullptr, *next_ = nullptr;
+};
+
+// The lock every ForkSafeOnce initialisation runs under: one mutex for the process, recursive per
+// thread, taken before fork() after every ForkSafeMutex (and before the participants above),
+// released after it.
+void lock_once_initialisations();
+void unlock_once_initialisations();
+
+// A process's one-time initialisation (opening a system library, OpenSSL's set-up, a digest's
+// fetch) that fork() never catches half done. A function-local static or std::call_once left a
+// child forked while another thread ran it waiting forever on its guard; this runs under the
+// lock above, so a fork in another thread waits until it is finished, and the child finds it
+// done or not begun. fn may throw (then it is not done, and the next call runs it again) and may
+// run other ForkSafeOnce initialisations (the lock is recursive). It must neither take nor
+// construct a ForkSafeMutex (the fork handlers hold those while they wait for this lock), nor
+// register a fork participant. Constant-initialised, so a static one needs no guard of its own.
+class ForkSafeOnce {
+ public:
+  constexpr ForkSafeOnce() = default;
+  ForkSafeOnce(const ForkSafeOnce &) = delete;
+  ForkSafeOnce &operator=(const ForkSafeOnce &) = delete;
+
+  template <typename Fn>
+  void run(Fn &&fn) {
+    if (done_.load(std::memory_order_acquire)) return;
+    struct Held {
+      Held() { lock_once_initialisations(); }
+      ~Held() { unlock_once_initialisations(); }
+    } held;
+    if (done_.load(std::memory_order_relaxed)) return;
+    fn();
+    done_.store(true, std::memory_order_release);
+  }
+
+ private:
+  std::atomic<bool> done_{false};
 };
 
 }  // namespace progcache

@@ -1,11 +1,11 @@
 #include "util/openssl_init.hpp"
 
 #include <cstdlib>
-#include <mutex>
 #include <optional>
 #include <system_error>
 #include <thread>
 
+#include "util/fork_guard.hpp"
 #include "util/libcrypto.hpp"
 #include "util/openssl_config_memo.hpp"
 
@@ -70,11 +70,12 @@ bool openssl_config_matters(const char *file) {
 }
 
 void init_openssl() {
-  // Loaded first, outside the call_once: an exception must not unwind through pthread_once
-  // (ThreadSanitizer's interceptor, built without exceptions, is left with ignores turned on).
-  libcrypto();
-  static std::once_flag once;
-  std::call_once(once, [] {
+  // A ForkSafeOnce, not std::call_once: a fork() in another thread must not leave the child
+  // waiting on a set-up under way, and an exception (libcrypto cannot load) must not unwind
+  // through pthread_once (ThreadSanitizer's interceptor, built without exceptions, is left with
+  // ignores turned on).
+  static constinit ForkSafeOnce once;
+  once.run([] {
     libcrypto().OPENSSL_init_crypto(
         config_matters() ? OPENSSL_INIT_LOAD_CONFIG : OPENSSL_INIT_NO_LOAD_CONFIG, nullptr);
   });

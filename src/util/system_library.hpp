@@ -4,14 +4,16 @@
 #pragma once
 
 #include <mutex>
-#include <string>
+
+#include "util/fork_guard.hpp"
 
 namespace progcache {
 
 class SystemLibrary {
  public:
-  // soname: the exact name the build compiled against (its headers' ABI).
-  explicit SystemLibrary(const char *soname) : soname_(soname) {}
+  // soname: the exact name the build compiled against (its headers' ABI). Constant-initialised
+  // and trivially destructible, so that a static one needs no guard (util/fork_guard.hpp).
+  explicit constexpr SystemLibrary(const char *soname) : soname_(soname) {}
   SystemLibrary(const SystemLibrary &) = delete;
   SystemLibrary &operator=(const SystemLibrary &) = delete;
 
@@ -28,12 +30,13 @@ class SystemLibrary {
   const char *soname_;
   std::once_flag once_;
   void *handle_ = nullptr;
-  std::string failure_;
+  char failure_[512] = {};
 };
 
 // Declares struct Name, a member per function that list (an X-macro) names, each named and typed
 // as that function, and const Name &getter(), which opens soname on first use and resolves them
-// all (throwing as SystemLibrary::symbol does). Use it inside an anonymous namespace; a library
+// all (throwing as SystemLibrary::symbol does) as a ForkSafeOnce: a fork() in another thread waits
+// for a load under way. Use it inside an anonymous namespace; a library
 // that several files call declares the struct in a header (PCACHE_SYSTEM_LIBRARY_STRUCT) and
 // defines the getter in one of them (PCACHE_SYSTEM_LIBRARY_GETTER).
 #define PCACHE_SYSTEM_LIBRARY_API(Name, getter, soname, list) \
@@ -45,14 +48,13 @@ class SystemLibrary {
   };
 #define PCACHE_SYSTEM_LIBRARY_GETTER(Name, getter, soname, list) \
   const Name &getter() {                                         \
-    static ::progcache::SystemLibrary library(soname);           \
-    static const Name api = [] {                                 \
-      Name a;                                                    \
-      list(PCACHE_SYSTEM_LIBRARY_RESOLVE) return a;              \
-    }();                                                         \
+    static constinit ::progcache::SystemLibrary library(soname); \
+    static constinit Name api{};                                 \
+    static constinit ::progcache::ForkSafeOnce resolved;         \
+    resolved.run([] { list(PCACHE_SYSTEM_LIBRARY_RESOLVE) });    \
     return api;                                                  \
   }
 #define PCACHE_SYSTEM_LIBRARY_MEMBER(fn) decltype(&::fn) fn;
-#define PCACHE_SYSTEM_LIBRARY_RESOLVE(fn) a.fn = library.function<decltype(&::fn)>(#fn);
+#define PCACHE_SYSTEM_LIBRARY_RESOLVE(fn) api.fn = library.function<decltype(&::fn)>(#fn);
 
 }  // namespace progcache

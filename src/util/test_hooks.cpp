@@ -48,6 +48,11 @@ int fake_sqlite_version() {
   return fake ? std::atoi(fake) : 0;
 }
 
+int library_load_delay_ms() {
+  const char *delay = std::getenv("PCACHE_TEST_SLOW_LIBRARY_LOAD_MS");
+  return delay ? std::atoi(delay) : 0;
+}
+
 void set_fault_hook(FaultHook hook) {
   g_fault_hook.store(hook);
 }
@@ -72,6 +77,9 @@ bool refuse_library(const char *) {
   return false;
 }
 int fake_sqlite_version() {
+  return 0;
+}
+int library_load_delay_ms() {
   return 0;
 }
 void set_fault_hook(FaultHook) {}

@@ -20,6 +20,9 @@ bool refuse_library(const char *soname);
 // PCACHE_TEST_FAKE_SQLITE_VERSION=N: the SQLite library reports version number N (3035000 is
 // 3.35.0); 0 when not set.
 int fake_sqlite_version();
+// PCACHE_TEST_SLOW_LIBRARY_LOAD_MS=N: a system library's first load waits N ms before dlopen (a
+// fork() in another thread meets it under way); 0 when not set.
+int library_load_delay_ms();
 
 // The file-stream backend's system calls (util/fsutil.hpp: sys::), which a test can make fail:
 // a hook returns 0 to let the call run, an errno value to fail it with, or kShortWrite (write
