@@ -246,22 +246,32 @@ TEST_P(MultiProcess, ChildrenForkedWhileThreadsUseTheHandleKeepWorking) {
       }
     });
   int hung = 0, failed = 0;
+  std::string codes;
   for (int n = 0; n < 30; ++n) {
     const pid_t child = spawn([&] {
-      ::alarm(20);
+      ::alarm(30);
       const std::string k = "child" + std::to_string(n);
-      if (c.put(k, "from a child") != PCACHE_OK) return 1;
+      // Four threads commit without pause, so a child's write may wait out the busy timeout
+      // (5 s) on a loaded machine (CI saw it once): PCACHE_ERR_BUSY is the documented answer to
+      // that, not the inherited lock this test is about, and is tried again.
+      pcache_status put = PCACHE_ERR_BUSY;
+      for (int attempt = 0; attempt < 3 && put == PCACHE_ERR_BUSY; ++attempt)
+        put = c.put(k, "from a child");
+      if (put != PCACHE_OK) return 10 - put;  // 11.. : which status
       std::string v;
       return c.get(k, &v) == PCACHE_OK && v == "from a child" ? 0 : 2;
     });
     const int rc = wait_for(child);
     hung += rc == 128 + SIGALRM;
     failed += rc != 0;
+    if (rc != 0) codes += " " + std::to_string(rc);
   }
   stop = true;
   for (auto &t : busy) t.join();
   EXPECT_EQ(hung, 0) << "children hung on a lock held by a thread that was not forked";
-  EXPECT_EQ(failed, 0);
+  EXPECT_EQ(failed, 0) << "children's exit codes (10 - status for a failed put, 2 for a wrong "
+                          "get):"
+                       << codes;
 }
 
 INSTANTIATE_TEST_SUITE_P(Persistent, MultiProcess, ::testing::ValuesIn(persistent_backends()),
