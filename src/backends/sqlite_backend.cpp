@@ -282,8 +282,8 @@ void SqliteBackend::flush_touches(TouchDue due) {
 }
 
 bool SqliteBackend::try_write_txn(const std::function<void()> &fn) {
-  libsqlite().sqlite3_busy_timeout(db_,
-                                   0);  // one attempt at the write lock, without the busy handler
+  // One attempt at the write lock, without the busy handler.
+  libsqlite().sqlite3_busy_timeout(db_, 0);
   struct RestoreTimeout {
     sqlite3 *db;
     int ms;

@@ -5,15 +5,13 @@
 #include <unistd.h>
 #include <xxhash.h>
 
-#include <algorithm>
-#include <cctype>
 #include <cstdio>
 #include <cstring>
 #include <string_view>
 
-#include "util/env.hpp"
 #include "util/fsutil.hpp"
 #include "util/trust.hpp"
+#include "util/uri.hpp"
 
 namespace progcache {
 
@@ -61,21 +59,14 @@ bool self_contained(std::string_view text) {
   return true;
 }
 
-std::string user_cache_dir() {
-  if (const char *x = trusted_env("XDG_CACHE_HOME"); x && x[0] == '/')
-    return std::string(x) + "/progcache";
-  if (const char *h = trusted_env("HOME"); h && h[0] == '/')
-    return std::string(h) + "/.cache/progcache";
-  return "";
-}
-
 }  // namespace
 
 OpensslConfigMemo::OpensslConfigMemo(const char *file, unsigned long openssl_version) {
   if (!file || process_is_privileged()) return;
   dir_ = user_cache_dir();
   std::string &text = text_;
-  if (dir_.empty() || !read_whole_file(file, &text, kMaxConfigBytes)) return;
+  // Only an absolute directory: a relative $HOME would file the memo by the working directory.
+  if (dir_.empty() || dir_[0] != '/' || !read_whole_file(file, &text, kMaxConfigBytes)) return;
   XXH3_state_t *state = XXH3_createState();
   if (!state) return;
   const uint64_t version = openssl_version;

@@ -143,13 +143,17 @@ namespace {
 // The default cache's own location ($PCACHE_DIR, else the user's cache directory), "" if none.
 std::string default_location() {
   if (std::string d = env("PCACHE_DIR"); !d.empty()) return "sqlite:" + d + "/cache.db";
-  if (std::string x = env("XDG_CACHE_HOME"); !x.empty() && x[0] == '/')
-    return "sqlite:" + x + "/progcache/cache.db";
-  if (std::string h = env("HOME"); !h.empty()) return "sqlite:" + h + "/.cache/progcache/cache.db";
+  if (std::string dir = user_cache_dir(); !dir.empty()) return "sqlite:" + dir + "/cache.db";
   return "";
 }
 
 }  // namespace
+
+std::string user_cache_dir() {
+  if (std::string x = env("XDG_CACHE_HOME"); !x.empty() && x[0] == '/') return x + "/progcache";
+  if (std::string h = env("HOME"); !h.empty()) return h + "/.cache/progcache";
+  return "";
+}
 
 std::string default_uri() {
   if (std::string u = env("PCACHE_URI"); !u.empty()) return u;

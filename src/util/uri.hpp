@@ -29,6 +29,11 @@ Uri parse_uri(std::string_view text);
 // parse_uri.
 std::string absolute_uri(std::string_view text);
 
+// The user's own progcache directory: $XDG_CACHE_HOME/progcache (an absolute $XDG_CACHE_HOME),
+// else $HOME/.cache/progcache; "" when neither is set. The default cache lives there unless
+// $PCACHE_DIR says otherwise, and so do per-user memos (util/openssl_config_memo.hpp).
+std::string user_cache_dir();
+
 // The URI used for NULL/"": $PCACHE_URI, else sqlite:$PCACHE_DIR/cache.db, else cache_uri in
 // the config files, else sqlite:$XDG_CACHE_HOME/progcache/cache.db, else
 // sqlite:$HOME/.cache/progcache/cache.db.
