@@ -10,6 +10,9 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
 
 #include "util/fork_guard.hpp"
 #include "util/fsutil.hpp"
@@ -69,6 +72,43 @@ bool is_regular_file(const std::string &path) {
   return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
 }
 
+// What a file's content gives, remembered for the process by the file's path, a tag and its
+// stat identity (util/stat_identity.hpp), so that a file seen again costs a stat and no open. A
+// regular file only; nothing is kept for a file changed under 2 s ago, nor when derive (given the
+// open file and its fstat) answers nullopt. Holds at most kMaxKept answers.
+template <typename T>
+class FileMemo {
+ public:
+  template <typename Derive>
+  std::optional<T> get(const std::string &path, std::string_view tag, Derive &&derive) {
+    struct stat st;
+    if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return std::nullopt;
+    {
+      std::lock_guard lock(mutex_);
+      if (auto it = kept_.find(key(path, tag, StatIdentity::of(st))); it != kept_.end())
+        return it->second;
+    }
+    Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (!fd || ::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) return std::nullopt;
+    const StatIdentity id = StatIdentity::of(st);  // what is read: the file open now
+    std::optional<T> value = derive(fd.get(), st);
+    if (value && !id.is_racy()) {
+      std::lock_guard lock(mutex_);
+      if (kept_.size() >= kMaxKept) kept_.clear();
+      kept_[key(path, tag, id)] = *value;
+    }
+    return value;
+  }
+
+ private:
+  static constexpr size_t kMaxKept = 256;
+  static std::string key(const std::string &path, std::string_view tag, const StatIdentity &id) {
+    return path + "|" + std::string(tag) + "|" + id.text();
+  }
+  ForkSafeMutex mutex_;
+  std::map<std::string, T> kept_;
+};
+
 // The path the loader's cache (ld.so.cache's bytes in data) gives for soname (the new
 // "glibc-ld.so.cache1.1" format, alone or after an old-format table); "" if absent or of another
 // format. Entries for glibc-hwcaps subdirectories are skipped (see docs/keys.md).
@@ -116,33 +156,21 @@ std::string ld_cache_entry(const std::string &data, std::string_view soname) {
   return "";
 }
 
-// ld_cache_entry() of /etc/ld.so.cache; "" if it is absent or unreadable. Remembered for the
-// process by soname and the file's stat (ldconfig replaces the file, so a new cache is another
-// inode): a hit on the drop-in NVRTC checks where NVRTC would find its builtins, and reading
-// and walking the 40 KB file for each of a process's compiles was a tenth of its time.
+// ld_cache_entry() of /etc/ld.so.cache; "" if it is absent or unreadable. Remembered (FileMemo:
+// ldconfig replaces the file, so a new cache is another inode): a hit on the drop-in NVRTC checks
+// where NVRTC would find its builtins, and reading and walking the 40 KB file for each of a
+// process's compiles was a tenth of its time.
 std::string ld_cache_lookup(std::string_view soname) {
-  constexpr const char *kPath = "/etc/ld.so.cache";
-  static ForkSafeMutex mutex;
-  static std::map<std::string, std::string, std::less<>> memo;  // soname|identity -> path
-  struct stat st;
-  if (::stat(kPath, &st) != 0) return "";
-  std::string memo_key = std::string(soname) + "|" + StatIdentity::of(st).text();
-  {
-    std::lock_guard lock(mutex);
-    if (auto it = memo.find(memo_key); it != memo.end()) return it->second;
-  }
-  Fd fd(::open(kPath, O_RDONLY | O_CLOEXEC));
-  if (!fd || ::fstat(fd.get(), &st) != 0 || st.st_size <= 0 || st.st_size > (64 << 20)) return "";
-  std::string data(size_t(st.st_size), '\0');
-  if (!pread_all(fd.get(), data.data(), data.size(), 0)) return "";
-  const StatIdentity id = StatIdentity::of(st);  // what was read: the file open now
-  std::string found = ld_cache_entry(data, soname);
-  if (!id.is_racy()) {
-    std::lock_guard lock(mutex);
-    if (memo.size() > 64) memo.clear();  // a cache rewritten again and again stays small
-    memo[std::string(soname) + "|" + id.text()] = found;
-  }
-  return found;
+  static FileMemo<std::string> memo;
+  return memo
+      .get("/etc/ld.so.cache", soname,
+           [&](int fd, const struct stat &st) -> std::optional<std::string> {
+             if (st.st_size <= 0 || st.st_size > (64 << 20)) return std::nullopt;
+             std::string data(size_t(st.st_size), '\0');
+             if (!pread_all(fd, data.data(), data.size(), 0)) return std::nullopt;
+             return ld_cache_entry(data, soname);
+           })
+      .value_or("");
 }
 
 }  // namespace
@@ -197,25 +225,8 @@ std::optional<ElfFacts> read_elf_facts(int fd) {
 }
 
 std::optional<ElfFacts> elf_facts_of_file(const std::string &path) {
-  static ForkSafeMutex mutex;
-  static std::map<std::string, ElfFacts> memo;
-  struct stat st;
-  if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return std::nullopt;
-  std::string memo_key = path + "|" + StatIdentity::of(st).text();
-  {
-    std::lock_guard lock(mutex);
-    if (auto it = memo.find(memo_key); it != memo.end()) return it->second;  // no open at all
-  }
-  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (!fd || ::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) return std::nullopt;
-  const StatIdentity id = StatIdentity::of(st);  // what was read: the file open now
-  memo_key = path + "|" + id.text();
-  auto facts = read_elf_facts(fd.get());
-  if (facts && !id.is_racy()) {
-    std::lock_guard lock(mutex);
-    memo[memo_key] = *facts;
-  }
-  return facts;
+  static FileMemo<ElfFacts> memo;
+  return memo.get(path, "elf", [](int fd, const struct stat &) { return read_elf_facts(fd); });
 }
 
 std::optional<std::string> find_rodata_soname(int fd, std::string_view prefix) {
