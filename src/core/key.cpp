@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -15,6 +16,7 @@
 #include "util/error.hpp"
 #include "util/fork_guard.hpp"
 #include "util/libcrypto.hpp"
+#include "util/openssl_digest.hpp"
 #include "util/openssl_init.hpp"
 #include "util/test_hooks.hpp"
 
@@ -273,24 +275,67 @@ std::vector<std::string> canonical_options(const std::vector<std::string_view> &
 
 namespace {
 
+struct Algo {
+  DigestOps ops;
+  std::string_view schema, identity_schema;
+  const char *name = "";
+  bool from_default_provider = false;
+};
+
+// Chosen once per process: BLAKE2b-512 straight from OpenSSL's default provider where nothing in
+// the process could refuse it (util/openssl_digest.hpp), else fetched. FIPS providers have no
+// BLAKE2b: fall back to SHA-256 under a distinct schema tag so the two kinds of key can never
+// be equal.
+const Algo &algo() {
+  static constinit Algo a;
+  static constinit bool chosen = false;
+  static constinit ForkSafeOnce once;  // not a static's guard: util/fork_guard.hpp
+  once.run([] {
+    const bool config_loaded = init_openssl();
+    const LibCrypto &crypto = libcrypto();
+    Algo r;
+    r.schema = kSchemaBlake2;
+    r.identity_schema = kIdentityBlake2;
+    r.name = "blake2b";
+    std::optional<DigestOps> direct;
+    if (!config_loaded && !test_hooks::force_sha256() && !test_hooks::fetch_digests())
+      direct = default_provider_digest("BLAKE2B-512");
+    EVP_MD *md = direct ? nullptr : crypto.EVP_MD_fetch(nullptr, "BLAKE2B-512", nullptr);
+    if (!direct && (!md || test_hooks::force_sha256())) {
+      if (md) crypto.EVP_MD_free(md);
+      md = crypto.EVP_MD_fetch(nullptr, "SHA256", nullptr);
+      r.schema = kSchemaSha256;
+      r.identity_schema = kIdentitySha256;
+      r.name = "sha256";
+    }
+    if (!direct && !md) return;  // kept for the process otherwise, as the contexts need it
+    r.ops = direct ? *direct : evp_digest_ops(md);
+    r.from_default_provider = direct.has_value();
+    a = r;
+    chosen = true;
+  });
+  if (!chosen) throw Error(Status::internal, "OpenSSL provides neither BLAKE2b-512 nor SHA-256");
+  return a;
+}
+
 // Digest contexts kept per thread for reuse: allocating and cleansing one per key was a fixed
 // cost of every key. A few, since a Hasher may be live while another hashes a field.
 class DigestContextPool {
  public:
   ~DigestContextPool() {
-    for (EVP_MD_CTX *c : free_) libcrypto().EVP_MD_CTX_free(c);
+    for (void *c : free_) algo().ops.freectx(c);
   }
-  EVP_MD_CTX *take() {
-    if (free_.empty()) return libcrypto().EVP_MD_CTX_new();
-    EVP_MD_CTX *c = free_.back();
+  void *take() {
+    if (free_.empty()) return algo().ops.newctx(algo().ops.provctx);
+    void *c = free_.back();
     free_.pop_back();
     return c;
   }
-  void give_back(EVP_MD_CTX *c) {
+  void give_back(void *c) {
     if (free_.size() < 4) {
       free_.push_back(c);
     } else {
-      libcrypto().EVP_MD_CTX_free(c);
+      algo().ops.freectx(c);
     }
   }
   static DigestContextPool &this_thread() {
@@ -299,46 +344,14 @@ class DigestContextPool {
   }
 
  private:
-  std::vector<EVP_MD_CTX *> free_;
+  std::vector<void *> free_;
 };
-
-struct Algo {
-  EVP_MD *md = nullptr;
-  std::string_view schema, identity_schema;
-  const char *name = "";
-};
-
-// Fetched once per process. FIPS providers have no BLAKE2b: fall back to SHA-256 under a
-// distinct schema tag so the two kinds of key can never be equal.
-const Algo &algo() {
-  static constinit Algo a;
-  static constinit ForkSafeOnce fetched;  // not a static's guard: util/fork_guard.hpp
-  fetched.run([] {
-    init_openssl();
-    const LibCrypto &crypto = libcrypto();
-    Algo r;
-    r.md = crypto.EVP_MD_fetch(nullptr, "BLAKE2B-512", nullptr);
-    r.schema = kSchemaBlake2;
-    r.identity_schema = kIdentityBlake2;
-    r.name = "blake2b";
-    if (!r.md || test_hooks::force_sha256()) {
-      if (r.md) crypto.EVP_MD_free(r.md);
-      r.md = crypto.EVP_MD_fetch(nullptr, "SHA256", nullptr);
-      r.schema = kSchemaSha256;
-      r.identity_schema = kIdentitySha256;
-      r.name = "sha256";
-    }
-    a = r;
-  });
-  if (!a.md) throw Error(Status::internal, "OpenSSL provides neither BLAKE2b-512 nor SHA-256");
-  return a;
-}
 
 class Hasher {
  public:
-  Hasher() : ctx_(DigestContextPool::this_thread().take()) {
-    if (!ctx_) throw std::bad_alloc();
-    if (libcrypto().EVP_DigestInit_ex2(ctx_.get(), algo().md, nullptr) != 1)
+  Hasher() : ops_(algo().ops), ctx_(DigestContextPool::this_thread().take()) {
+    if (!ctx_) throw Error(Status::internal, "OpenSSL could not make a digest context");
+    if (ops_.init(ctx_.get(), nullptr) != 1)
       throw Error(Status::internal, "OpenSSL digest init failed");
   }
   // Small fields are gathered and handed to OpenSSL together: a digest update per tag, length
@@ -366,8 +379,8 @@ class Hasher {
   Key finish() {
     flush();
     uint8_t out[EVP_MAX_MD_SIZE];
-    unsigned int n = 0;
-    if (libcrypto().EVP_DigestFinal_ex(ctx_.get(), out, &n) != 1 || n < kKeySize)
+    size_t n = 0;
+    if (ops_.final(ctx_.get(), out, &n, sizeof out) != 1 || n < kKeySize)
       throw Error(Status::internal, "OpenSSL digest final failed");
     Key k;
     std::memcpy(k.data(), out, kKeySize);
@@ -376,17 +389,18 @@ class Hasher {
 
  private:
   struct CtxFree {
-    void operator()(EVP_MD_CTX *c) const { DigestContextPool::this_thread().give_back(c); }
+    void operator()(void *c) const { DigestContextPool::this_thread().give_back(c); }
   };
   void update(const void *d, size_t n) {
-    if (n && libcrypto().EVP_DigestUpdate(ctx_.get(), d, n) != 1)
+    if (n && ops_.update(ctx_.get(), static_cast<const unsigned char *>(d), n) != 1)
       throw Error(Status::internal, "OpenSSL digest update failed");
   }
   void flush() {
     update(buffer_, pending_);
     pending_ = 0;
   }
-  std::unique_ptr<EVP_MD_CTX, CtxFree> ctx_;
+  const DigestOps &ops_;
+  std::unique_ptr<void, CtxFree> ctx_;
   uint8_t buffer_[512];
   size_t pending_ = 0;
 };
@@ -672,6 +686,10 @@ ContentDigest content_digest(ByteView bytes) {
 
 const char *key_hash_name() {
   return algo().name;
+}
+
+bool key_hash_from_default_provider() {
+  return algo().from_default_provider;
 }
 
 }  // namespace progcache

@@ -113,6 +113,10 @@ std::vector<std::pair<std::string, std::string>> key_fields(const ProgramDesc &p
 // "blake2b" or "sha256" (FIPS providers): which hash derive_key uses in this process.
 const char *key_hash_name();
 
+// Whether that hash is called straight from OpenSSL's default provider (util/openssl_digest.hpp)
+// rather than fetched: the same bytes either way; tests and diagnostics tell the two apart.
+bool key_hash_from_default_provider();
+
 // BLAKE2b-256 (SHA-256 under FIPS) of bytes: what header contents are keyed by.
 [[nodiscard]] ContentDigest content_digest(ByteView bytes);
 

@@ -10,6 +10,7 @@
 #include <openssl/err.h>
 #include <openssl/evp.h>
 #include <openssl/params.h>
+#include <openssl/provider.h>
 
 #include "util/system_library.hpp"
 
@@ -45,7 +46,14 @@
   X(EVP_MAC_final)                    \
   X(OSSL_PARAM_construct_size_t)      \
   X(OSSL_PARAM_construct_utf8_string) \
-  X(OSSL_PARAM_construct_end)
+  X(OSSL_PARAM_construct_end)         \
+  X(OSSL_LIB_CTX_new)                 \
+  X(OSSL_LIB_CTX_free)                \
+  X(OSSL_PROVIDER_load)               \
+  X(OSSL_PROVIDER_available)          \
+  X(OSSL_PROVIDER_query_operation)    \
+  X(OSSL_PROVIDER_get0_provider_ctx)  \
+  X(EVP_default_properties_is_fips_enabled)
 
 namespace progcache {
 

@@ -69,16 +69,19 @@ bool openssl_config_matters(const char *file) {
   return matters;
 }
 
-void init_openssl() {
+bool init_openssl() {
   // A ForkSafeOnce, not std::call_once: a fork() in another thread must not leave the child
   // waiting on a set-up under way, and an exception (libcrypto cannot load) must not unwind
   // through pthread_once (ThreadSanitizer's interceptor, built without exceptions, is left with
   // ignores turned on).
   static constinit ForkSafeOnce once;
+  static constinit bool loaded = false;
   once.run([] {
-    libcrypto().OPENSSL_init_crypto(
-        config_matters() ? OPENSSL_INIT_LOAD_CONFIG : OPENSSL_INIT_NO_LOAD_CONFIG, nullptr);
+    loaded = config_matters();
+    libcrypto().OPENSSL_init_crypto(loaded ? OPENSSL_INIT_LOAD_CONFIG : OPENSSL_INIT_NO_LOAD_CONFIG,
+                                    nullptr);
   });
+  return loaded;
 }
 
 }  // namespace progcache

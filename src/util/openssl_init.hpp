@@ -11,8 +11,9 @@ namespace progcache {
 // process a fifth of a cache hit's instructions. Which case holds is remembered across processes
 // (util/openssl_config_memo.hpp), so that only the first process parses the file. Nothing else of
 // the process's OpenSSL state is changed: legacy algorithm names stay registered for the host.
-// Thread-safe; cheap after the first call.
-void init_openssl();
+// Returns whether progcache loaded the configuration (this call or an earlier one). Thread-safe;
+// cheap after the first call.
+bool init_openssl();
 
 // Whether loading the OpenSSL configuration FILE would change anything. A file changes OpenSSL
 // only through the section its `openssl_conf` names (providers such as FIPS, algorithm

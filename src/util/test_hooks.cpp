@@ -30,6 +30,10 @@ bool force_sha256() {
   return std::getenv("PCACHE_TEST_FORCE_SHA256") != nullptr;
 }
 
+bool fetch_digests() {
+  return std::getenv("PCACHE_TEST_FETCH_DIGESTS") != nullptr;
+}
+
 bool refuse_library(const char *soname) {
   const char *refused = std::getenv("PCACHE_TEST_REFUSE_LIBRARY");
   if (!refused) return false;
@@ -71,6 +75,9 @@ const char *fake_netfs() {
   return nullptr;
 }
 bool force_sha256() {
+  return false;
+}
+bool fetch_digests() {
   return false;
 }
 bool refuse_library(const char *) {

@@ -14,6 +14,9 @@ bool fake_secure();
 const char *fake_netfs();
 // PCACHE_TEST_FORCE_SHA256 set: key with SHA-256, as under a FIPS provider.
 bool force_sha256();
+// PCACHE_TEST_FETCH_DIGESTS set: the key's BLAKE2b is fetched, as where a configuration is loaded,
+// never taken from the default provider directly (util/openssl_digest.hpp).
+bool fetch_digests();
 // PCACHE_TEST_REFUSE_LIBRARY=a,b: a system library (util/system_library.hpp) whose SONAME starts
 // with a or b is refused, as dlopen refuses a library that is not installed.
 bool refuse_library(const char *soname);
