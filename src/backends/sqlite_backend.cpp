@@ -167,9 +167,11 @@ SqliteBackend::~SqliteBackend() {
     } catch (...) {  // recency is advisory; losing a few touches on close is harmless
     }
   }
-  // A handle that left the WAL long empties it, without waiting for anyone: every process's first
-  // connection re-reads what is in it, and processes that only hit write nothing that would.
-  if (wal_frames_ >= kWalCloseCheckpointPages && wal_ && db_ && pid_ == ::getpid()) {
+  // A handle that left the WAL long, or stored an entry (a compile's miss: a dozen frames or
+  // more, paid for once beside a compile), empties it, without waiting for anyone: every
+  // process's first connection re-reads what is in it, and the processes that follow a miss are
+  // its hits, which write nothing that would.
+  if ((wal_frames_ >= kWalCloseCheckpointPages || stored_) && wal_ && db_ && pid_ == ::getpid()) {
     libsqlite().sqlite3_busy_timeout(db_, 0);
     libsqlite().sqlite3_wal_checkpoint_v2(db_, "main", SQLITE_CHECKPOINT_TRUNCATE, nullptr,
                                           nullptr);
@@ -544,6 +546,7 @@ void SqliteBackend::put(ByteView key, Blob &&record, uint64_t payload_size) {
       meta_set("clock", clock);
       store_totals_locked(t);
     });
+    stored_ = true;
   });
 }
 

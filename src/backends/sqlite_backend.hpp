@@ -167,7 +167,8 @@ class SqliteBackend final : public Backend, public SharedCounters {
   int64_t touch_interval_ms_ = 0;  // a hit touches an entry last used at least this long ago
   // Counters of closes that had nothing else to write (local WAL databases only).
   std::optional<CounterJournal> journal_;
-  int wal_frames_ = 0;  // frames in the WAL after this connection's last commit (the WAL hook)
+  int wal_frames_ = 0;   // frames in the WAL after this connection's last commit (the WAL hook)
+  bool stored_ = false;  // this handle stored an entry: it empties the WAL when it closes
   bool wal_ = true;
   ForkSafeMutex mutex_{ForkSafeMutex::kMiddle};
   sqlite3 *db_ = nullptr;
