@@ -109,18 +109,7 @@ bool is_entry_name(const char *n) {
 
 template <typename Fn>
 void for_each_name(int dir_fd, Fn &&fn) {
-  const int fd = ::openat(dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (fd < 0) return;
-  DIR *d = ::fdopendir(fd);
-  if (!d) {
-    ::close(fd);
-    return;
-  }
-  std::vector<std::string> names;
-  while (struct dirent *e = ::readdir(d))
-    if (e->d_name[0] != '.') names.emplace_back(e->d_name);
-  ::closedir(d);
-  for (const std::string &n : names) fn(n);
+  for (const std::string &n : names_in_dir(dir_fd)) fn(n);
 }
 
 }  // namespace

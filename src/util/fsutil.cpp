@@ -1,5 +1,6 @@
 #include "util/fsutil.hpp"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/vfs.h>
@@ -198,6 +199,21 @@ bool read_whole_file(const std::string &path, std::string *out, uint64_t max_byt
     return false;
   out->assign(size_t(st.st_size), '\0');
   return pread_all(fd.get(), out->data(), out->size(), 0);
+}
+
+std::vector<std::string> names_in_dir(int dir_fd) {
+  std::vector<std::string> names;
+  const int fd = ::openat(dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return names;
+  DIR *d = ::fdopendir(fd);
+  if (!d) {
+    ::close(fd);
+    return names;
+  }
+  while (struct dirent *e = ::readdir(d))
+    if (e->d_name[0] != '.') names.emplace_back(e->d_name);
+  ::closedir(d);
+  return names;
 }
 
 }  // namespace progcache

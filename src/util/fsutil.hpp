@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "util/paths.hpp"
 #include "util/test_hooks.hpp"
@@ -28,6 +29,10 @@ int make_dir_at(int dirfd, const char *name, mode_t mode);
 // Gives a file this process just created exactly mode, which the process umask may have
 // narrowed (a shared cache's group bits). Nothing to do for the private 0600.
 void set_created_mode(int fd, mode_t mode);
+
+// The names in the directory dir_fd, except those starting with '.'; none if it cannot be read.
+// The directory is opened anew ("." relative to dir_fd), so dir_fd's own offset is untouched.
+std::vector<std::string> names_in_dir(int dir_fd);
 
 // Name of the network filesystem holding path ("nfs", "lustre", ...), or "" if local/unknown.
 std::string network_fs_name(const std::string &path);

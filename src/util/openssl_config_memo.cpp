@@ -1,11 +1,14 @@
 #include "util/openssl_config_memo.hpp"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <xxhash.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string_view>
 
@@ -59,6 +62,26 @@ bool self_contained(std::string_view text) {
   return true;
 }
 
+constexpr std::string_view kMemoPrefix = "openssl-conf-", kTempInfix = ".tmp.";
+
+// Removes the temporary files of memos whose writer died before its rename (a SIGKILL between
+// the two): nothing else ever would. A writer is known by the pid its file is named with, and
+// only a pid that no longer exists is reaped (a live writer's file is its own; a reused pid
+// leaves a file of at most 5 bytes for a later reap).
+void reap_abandoned_temporaries(const std::string &dir) {
+  const Fd dir_fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!dir_fd) return;
+  for (const std::string &name : names_in_dir(dir_fd.get())) {
+    const size_t infix = name.rfind(kTempInfix);
+    if (name.rfind(kMemoPrefix, 0) != 0 || infix == std::string::npos) continue;
+    const std::string pid_text = name.substr(infix + kTempInfix.size());
+    char *end = nullptr;
+    const long pid = std::strtol(pid_text.c_str(), &end, 10);
+    if (pid_text.empty() || *end != '\0' || pid <= 0 || pid == ::getpid()) continue;
+    if (::kill(pid_t(pid), 0) != 0 && errno == ESRCH) ::unlinkat(dir_fd.get(), name.c_str(), 0);
+  }
+}
+
 }  // namespace
 
 OpensslConfigMemo::OpensslConfigMemo(const char *file, unsigned long openssl_version) {
@@ -77,7 +100,7 @@ OpensslConfigMemo::OpensslConfigMemo(const char *file, unsigned long openssl_ver
   const XXH128_hash_t digest = XXH3_128bits_digest(state);
   XXH3_freeState(state);
   char name[64];
-  std::snprintf(name, sizeof name, "/openssl-conf-%016llx%016llx",
+  std::snprintf(name, sizeof name, "/%s%016llx%016llx", kMemoPrefix.data(),
                 static_cast<unsigned long long>(digest.high64),
                 static_cast<unsigned long long>(digest.low64));
   path_ = dir_ + name;
@@ -105,7 +128,8 @@ void OpensslConfigMemo::remember(bool matters) const {
   } catch (...) {  // no cache directory to be had: the next process asks OpenSSL again
     return;
   }
-  const std::string temp = path_ + ".tmp." + std::to_string(::getpid());
+  reap_abandoned_temporaries(dir_);  // remembering is rare: once per file, OpenSSL and user
+  const std::string temp = path_ + std::string(kTempInfix) + std::to_string(::getpid());
   Fd fd(::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
   if (!fd) return;
   const bool written =

@@ -28,7 +28,8 @@ class OpensslConfigMemo {
   // none), creating the directory (0700) if need be, unless the text's meaning depends on more
   // than itself: an `include` (other files) or `ENV::` (the environment) outside a comment, or
   // a line continued by a backslash; those are parsed by every process. Failures are ignored:
-  // the verdict is then found again by the next process.
+  // the verdict is then found again by the next process. Temporary files that writers killed
+  // before their rename left behind (named by a pid that no longer exists) are removed first.
   void remember(bool matters) const;
 
   // The memo's path, "" when there is none. For tests.

@@ -89,6 +89,25 @@ TEST_F(OpensslConfigMemoTest, AVerdictIsRecalledForTheSameTextAndOpensslOnly) {
   EXPECT_EQ(st.st_mode & 0777, 0700u);
 }
 
+// A writer killed between its temporary file and the rename leaves the temporary behind: the
+// next memo written reaps those of writers that no longer exist, and no one else's.
+TEST_F(OpensslConfigMemoTest, TemporariesOfWritersThatDiedAreReaped) {
+  const std::string text = "openssl_conf = init\n[init]\n";
+  const std::string dir = home / "cache/progcache";
+  const pid_t dead = spawn([] { return 0; });
+  ASSERT_EQ(wait_for(dead), 0);
+  memo(text).remember(false);  // makes the directory
+  const std::string abandoned = dir + "/openssl-conf-0123.tmp." + std::to_string(dead);
+  const std::string live = dir + "/openssl-conf-4567.tmp." + std::to_string(::getppid());
+  const std::string other = dir + "/other.tmp." + std::to_string(dead);
+  for (const std::string &path : {abandoned, live, other}) write_file(path, "skip\n");
+  memo(text + "# edited\n").remember(false);
+  EXPECT_FALSE(std::filesystem::exists(abandoned)) << "a dead writer's temporary was kept";
+  EXPECT_TRUE(std::filesystem::exists(live)) << "a live writer's temporary was removed";
+  EXPECT_TRUE(std::filesystem::exists(other)) << "a file that is not a memo's was removed";
+  EXPECT_EQ(memo(text + "# edited\n").recall(), std::optional<bool>(false));
+}
+
 TEST_F(OpensslConfigMemoTest, TextsThatDependOnOtherFilesOrTheEnvironmentAreNeverRemembered) {
   for (const std::string text : {".include /etc/ssl/fips.cnf\n", "  .INCLUDE=fips.cnf\n",
                                  "x = $ENV::HOME\n", "openssl_conf = ${ENV::INIT}\n",
