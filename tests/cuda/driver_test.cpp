@@ -1,8 +1,14 @@
 // Module loading through a fake driver (PCACHE_LIBCUDA is set by CTest for this executable),
 // and the "no driver" answers from the real toolkit stub and a missing library.
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <chrono>
+#include <cstdlib>
 #include <cstring>
+#include <thread>
 
 #include "test_util.hpp"
 
@@ -107,6 +113,56 @@ TEST(Driver, LtoirIsLinkedThroughTheCacheAndLoaded) {
   no_arch.num_options = 1;
   pcache_module *m = nullptr;
   EXPECT_EQ(pcache_load_module(c, &no_arch, &m), PCACHE_ERR_INVALID_ARG) << pcache_last_error();
+}
+
+// The driver is loaded and initialised once per process. A child forked while another thread is
+// in that initialisation must be able to load modules itself, not wait on the parent's.
+TEST(Driver, AForkDuringTheDriversInitialisationLeavesAWorkingChild) {
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {  // a fresh process: the driver is loaded once per process
+    setenv("FAKE_CUDA_INIT_MS", "300", 1);
+    execl("/proc/self/exe", "self", "--gtest_filter=Driver.DISABLED_ForkDuringInitChild",
+          "--gtest_also_run_disabled_tests", nullptr);
+    _exit(127);
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+}
+
+TEST(Driver, DISABLED_ForkDuringInitChild) {  // run only by the test above
+  if (!std::getenv("FAKE_CUDA_INIT_MS")) GTEST_SKIP() << "helper of AForkDuringTheDriversInit...";
+  TempDir d;
+  Handle c("memory:");
+  const pcache_program p = kernels_program(kKernels, kExprs, 2, PCACHE_TARGET_CUBIN);
+  pcache_compiled *compiled = nullptr;  // compiled first: the module loads below are hits
+  ASSERT_EQ(pcache_compile(c, &p, &compiled), PCACHE_OK) << pcache_last_error();
+  pcache_compiled_free(compiled);
+  auto load = [&] {
+    pcache_module *m = nullptr;
+    const pcache_status s = pcache_load_module(c, &p, &m);
+    if (s == PCACHE_OK) pcache_module_unload(m);
+    return s;
+  };
+  std::thread loader([&] { EXPECT_EQ(load(), PCACHE_OK) << pcache_last_error(); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // the loader is in cuInit
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) _exit(load() == PCACHE_OK ? 0 : 1);
+  loader.join();
+  int status = 0;
+  pid_t done = 0;
+  for (int i = 0; i < 200 && (done = waitpid(pid, &status, WNOHANG)) == 0; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  if (done == 0) {
+    kill(pid, SIGKILL);
+    waitpid(pid, &status, 0);
+    FAIL() << "the child forked during the driver's initialisation hung (killed after 20 s)";
+  }
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0);
 }
 
 TEST(NoDriver, TheToolkitStubAndAMissingLibraryAreCudaUnavailable) {

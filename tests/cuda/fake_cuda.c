@@ -4,6 +4,7 @@
 #include <elf.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 typedef int CUresult;
 enum {
@@ -24,6 +25,9 @@ static int context = 1;
 
 CUresult cuInit(unsigned flags) {
   (void)flags;
+  /* FAKE_CUDA_INIT_MS=N: initialisation takes N ms (a fork() in another thread meets it). */
+  const char *delay = getenv("FAKE_CUDA_INIT_MS");
+  if (delay) usleep((useconds_t)atoi(delay) * 1000);
   initialized = 1;
   return OK;
 }
