@@ -116,8 +116,14 @@ TEST(Driver, LtoirIsLinkedThroughTheCacheAndLoaded) {
 }
 
 // The driver is loaded and initialised once per process. A child forked while another thread is
-// in that initialisation must be able to load modules itself, not wait on the parent's.
+// in that initialisation must be able to load modules itself, not wait on the parent's: glibc's
+// pthread_once, under std::call_once, starts again in a child an initialisation that a fork
+// interrupted. ThreadSanitizer replaces pthread_once with one that does not (the child waits
+// forever), so the test does not run under it.
 TEST(Driver, AForkDuringTheDriversInitialisationLeavesAWorkingChild) {
+#if defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "ThreadSanitizer's pthread_once does not restart in a forked child";
+#endif
   const pid_t pid = fork();
   ASSERT_GE(pid, 0);
   if (pid == 0) {  // a fresh process: the driver is loaded once per process
