@@ -63,12 +63,13 @@ set(CPACK_DEBIAN_PACKAGE_GENERATE_SHLIBS_POLICY ">=")
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS_PRIVATE_DIRS ${CMAKE_BINARY_DIR})
 
 set(CPACK_DEBIAN_LIB_PACKAGE_NAME libprogcache${PCACHE_SOVERSION})
-# zstd, hiredis, libcrypto and SQLite are opened with dlopen by the features that use them
-# (src/util/system_library.hpp, src/util/libcrypto.hpp, src/backends/sqlite_library.hpp), which
-# dpkg-shlibdeps cannot see: the packages holding their SONAMEs are named here.
+# zstd, hiredis, libcrypto, SQLite and xxHash are opened with dlopen by the features that use
+# them (src/util/system_library.hpp, src/util/libcrypto.hpp, src/backends/sqlite_library.hpp,
+# src/util/xxhash.hpp), which dpkg-shlibdeps cannot see: the packages holding their SONAMEs are
+# named here.
 set(pcache_dlopen_depends "")
 foreach(soname IN ITEMS ${PCACHE_ZSTD_SONAME} ${PCACHE_HIREDIS_SONAME} ${PCACHE_LIBCRYPTO_SONAME}
-                        ${PCACHE_SQLITE_SONAME})
+                        ${PCACHE_SQLITE_SONAME} ${PCACHE_XXHASH_SONAME})
   execute_process(COMMAND dpkg -S "*/${soname}" OUTPUT_VARIABLE owner RESULT_VARIABLE rc
                   ERROR_QUIET)
   if(rc EQUAL 0 AND owner MATCHES "^([^:,]+)")
@@ -84,6 +85,12 @@ foreach(soname IN ITEMS ${PCACHE_ZSTD_SONAME} ${PCACHE_HIREDIS_SONAME} ${PCACHE_
   if(soname STREQUAL PCACHE_SQLITE_SONAME)
     list(POP_BACK pcache_dlopen_depends package)
     list(APPEND pcache_dlopen_depends "${package} (>= 3.35.0)")
+  endif()
+  # xxHash: 0.8.0-2, the first Debian release with the run-time dispatched XXH3 entry points
+  # (libxxhash0's symbols file; the library falls back to the plain ones without them).
+  if(soname STREQUAL PCACHE_XXHASH_SONAME)
+    list(POP_BACK pcache_dlopen_depends package)
+    list(APPEND pcache_dlopen_depends "${package} (>= 0.8.0-2~)")
   endif()
 endforeach()
 list(JOIN pcache_dlopen_depends ", " CPACK_DEBIAN_LIB_PACKAGE_DEPENDS)

@@ -4,7 +4,6 @@
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <xxhash.h>
 
 #include <cerrno>
 #include <chrono>
@@ -12,6 +11,7 @@
 #include <thread>
 
 #include "util/fsutil.hpp"
+#include "util/xxhash.hpp"
 
 namespace progcache {
 namespace {
@@ -30,7 +30,7 @@ struct Record {
 static_assert(sizeof(Record) == 16 + 8 * kFieldCount + 8, "no padding in a record");
 
 uint64_t checksum(const Record &r) {
-  return XXH3_64bits_withSeed(&r, offsetof(Record, check), kSeed);
+  return libxxhash().XXH3_64bits_withSeed(&r, offsetof(Record, check), kSeed);
 }
 
 // Adds every valid record in bytes to *sum. After a bad one the scan moves on a byte at a time,

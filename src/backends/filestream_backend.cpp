@@ -6,7 +6,6 @@
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <xxhash.h>
 
 #include <algorithm>
 #include <cctype>
@@ -20,6 +19,7 @@
 #include "util/error.hpp"
 #include "util/hex.hpp"
 #include "util/trust.hpp"
+#include "util/xxhash.hpp"
 
 namespace progcache {
 namespace {
@@ -237,9 +237,10 @@ void FileStreamBackend::reap_stale_temp_files() {
 }
 
 std::string FileStreamBackend::entry_name(ByteView key) const {
-  const XXH128_hash_t h = XXH3_128bits(key.data, key.size);
+  const LibXxhash &xxh = libxxhash();
+  const XXH128_hash_t h = xxh.XXH3_128bits(key.data, key.size);
   XXH128_canonical_t c;
-  XXH128_canonicalFromHash(&c, h);
+  xxh.XXH128_canonicalFromHash(&c, h);
   return to_hex(ByteView(c.digest, sizeof c.digest));
 }
 
@@ -610,19 +611,20 @@ FileStreamBackend::Totals FileStreamBackend::read_totals_locked() {
   auto has = [&](int words) { return n >= ssize_t(8 * words); };
   const uint64_t *dirs = buf + kStatsFileWords;
   const int64_t stamped = has(kStatsFileWords + kStatsDirWords) && dirs[0] == kStatsDirMagic &&
-                                  dirs[2] == XXH3_64bits(dirs, 16)
+                                  dirs[2] == libxxhash().XXH3_64bits(dirs, 16)
                               ? int64_t(dirs[1])
                               : 0;
   const bool whole = has(kStatsWords) && buf[0] == kStatsMagic &&
-                     buf[kStatsWords - 1] == XXH3_64bits(buf, 8 * (kStatsWords - 1)) &&
+                     buf[kStatsWords - 1] == libxxhash().XXH3_64bits(buf, 8 * (kStatsWords - 1)) &&
                      int64_t(buf[1]) >= 0 && int64_t(buf[2]) >= 0;
   const uint64_t *ext = buf + kStatsWords + 1;
-  const bool ext_valid = has(kStatsFileWords) && ext[0] == kStatsExtMagic &&
-                         ext[kStatsExtWords - 1] == XXH3_64bits(ext, 8 * (kStatsExtWords - 1));
+  const bool ext_valid =
+      has(kStatsFileWords) && ext[0] == kStatsExtMagic &&
+      ext[kStatsExtWords - 1] == libxxhash().XXH3_64bits(ext, 8 * (kStatsExtWords - 1));
   const uint64_t *later = buf + kLaterAt;
   const bool later_valid =
       has(kStatsAllWords) && later[0] == kStatsLaterMagic && later[1] <= kLaterRoom &&
-      later[kStatsLaterWords - 1] == XXH3_64bits(later, 8 * (kStatsLaterWords - 1));
+      later[kStatsLaterWords - 1] == libxxhash().XXH3_64bits(later, 8 * (kStatsLaterWords - 1));
   const size_t valid_to = !ext_valid     ? kBaseCounters
                           : !later_valid ? kFixedCounters
                                          : kFixedCounters + size_t(later[1]);
@@ -667,16 +669,17 @@ void FileStreamBackend::write_totals_locked(Totals t) {
   buf[kStatsWords + 1] = kStatsExtMagic;
   for (size_t i = 0; i < std::size(PersistentCounters::kFields); ++i)
     buf[counter_word(i)] = uint64_t(t.counters.*PersistentCounters::kFields[i].value);
-  buf[kStatsWords - 1] = XXH3_64bits(buf, 8 * (kStatsWords - 1));
-  buf[kStatsFileWords - 1] = XXH3_64bits(buf + kStatsWords + 1, 8 * (kStatsExtWords - 1));
+  buf[kStatsWords - 1] = libxxhash().XXH3_64bits(buf, 8 * (kStatsWords - 1));
+  buf[kStatsFileWords - 1] =
+      libxxhash().XXH3_64bits(buf + kStatsWords + 1, 8 * (kStatsExtWords - 1));
   uint64_t *dirs = buf + kStatsFileWords;
   dirs[0] = kStatsDirMagic;
   dirs[1] = uint64_t(dir_mtime_ns());
-  dirs[2] = XXH3_64bits(dirs, 16);
+  dirs[2] = libxxhash().XXH3_64bits(dirs, 16);
   uint64_t *later = buf + kLaterAt;
   later[0] = kStatsLaterMagic;
   later[1] = kLaterCounters;
-  later[kStatsLaterWords - 1] = XXH3_64bits(later, 8 * (kStatsLaterWords - 1));
+  later[kStatsLaterWords - 1] = libxxhash().XXH3_64bits(later, 8 * (kStatsLaterWords - 1));
   ssize_t n;
   do {
     n = ::pwrite(stats_fd_.get(), buf, sizeof buf, 0);

@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <xxhash.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -21,6 +20,7 @@
 #include "util/error.hpp"
 #include "util/fsutil.hpp"
 #include "util/trust.hpp"
+#include "util/xxhash.hpp"
 
 namespace progcache {
 namespace {
@@ -71,7 +71,7 @@ constexpr const char *kSql[] = {
 // total would otherwise be believed (and the cap enforced against a wrong number).
 int64_t totals_check(int64_t size, int64_t count) {
   const int64_t both[2] = {size, count};
-  return int64_t(XXH3_64bits_withSeed(both, sizeof both, 0x70636163686531ull));
+  return int64_t(libxxhash().XXH3_64bits_withSeed(both, sizeof both, 0x70636163686531ull));
 }
 
 constexpr size_t kFlushAfterTouches = 128;

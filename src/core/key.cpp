@@ -1,7 +1,5 @@
 #include "core/key.hpp"
 
-#include <xxhash.h>
-
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -19,6 +17,7 @@
 #include "util/openssl_digest.hpp"
 #include "util/openssl_init.hpp"
 #include "util/test_hooks.hpp"
+#include "util/xxhash.hpp"
 
 namespace progcache {
 namespace {
@@ -435,9 +434,10 @@ std::string number_text(uint64_t v) {
 }
 
 std::string short_digest(ByteView v) {
-  const XXH128_hash_t h = XXH3_128bits(v.data, v.size);
+  const LibXxhash &xxh = libxxhash();
+  const XXH128_hash_t h = xxh.XXH3_128bits(v.data, v.size);
   XXH128_canonical_t c;
-  XXH128_canonicalFromHash(&c, h);
+  xxh.XXH128_canonicalFromHash(&c, h);
   return to_hex(ByteView(c.digest, sizeof c.digest));
 }
 

@@ -4,7 +4,6 @@
 #include <dirent.h>
 #include <dlfcn.h>
 #include <sys/stat.h>
-#include <xxhash.h>
 
 #include <algorithm>
 #include <climits>
@@ -25,6 +24,7 @@
 #include "util/paths.hpp"
 #include "util/stat_identity.hpp"
 #include "util/trust.hpp"
+#include "util/xxhash.hpp"
 
 namespace progcache {
 
@@ -245,7 +245,7 @@ LocationSearch current_search(const LibrarySpec &spec) {
   s.dirs = search_dirs(spec);
   std::string text = "major " + std::to_string(restriction_of(spec).major);
   for (const std::string &d : s.dirs) text += "\n" + d;
-  const uint64_t h = XXH3_64bits(text.data(), text.size());
+  const uint64_t h = libxxhash().XXH3_64bits(text.data(), text.size());
   s.memo_name = std::string(spec.memo) + to_hex(ByteView(&h, sizeof h));
   return s;
 }

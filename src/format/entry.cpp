@@ -1,11 +1,7 @@
 #include "format/entry.hpp"
 
 #include <openssl/core_names.h>
-#include <xxhash.h>
 #include <zstd.h>
-#ifdef PCACHE_HAVE_XXH_DISPATCH
-#include <xxh_x86dispatch.h>  // XXH3_* become their run-time dispatched (AVX2) versions
-#endif
 
 #include <algorithm>
 #include <cstring>
@@ -16,6 +12,7 @@
 #include "util/libcrypto.hpp"
 #include "util/openssl_init.hpp"
 #include "util/system_library.hpp"
+#include "util/xxhash.hpp"
 
 namespace progcache {
 namespace {
@@ -26,10 +23,12 @@ constexpr uint16_t kFlagZstd = 2;
 constexpr size_t kMinCompressSize = 64;
 
 void checksum(const uint8_t *record, size_t body_size, uint8_t out[16]) {
-  const uint64_t seed = XXH3_64bits(record, 32);
-  const XXH128_hash_t h = XXH3_128bits_withSeed(record + kEntryHeaderSize, body_size, seed);
+  const LibXxhash &xxh = libxxhash();
+  const uint64_t seed = xxh.XXH3_64bits_fast(record, 32);
+  const XXH128_hash_t h =
+      xxh.XXH3_128bits_withSeed_fast(record + kEntryHeaderSize, body_size, seed);
   XXH128_canonical_t c;
-  XXH128_canonicalFromHash(&c, h);
+  xxh.XXH128_canonicalFromHash(&c, h);
   std::memcpy(out, c.digest, 16);
 }
 

@@ -4,7 +4,6 @@
 #include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <xxhash.h>
 
 #include <cerrno>
 #include <cstdio>
@@ -15,6 +14,7 @@
 #include "util/fsutil.hpp"
 #include "util/trust.hpp"
 #include "util/uri.hpp"
+#include "util/xxhash.hpp"
 
 namespace progcache {
 
@@ -90,15 +90,11 @@ OpensslConfigMemo::OpensslConfigMemo(const char *file, unsigned long openssl_ver
   std::string &text = text_;
   // Only an absolute directory: a relative $HOME would file the memo by the working directory.
   if (dir_.empty() || dir_[0] != '/' || !read_whole_file(file, &text, kMaxConfigBytes)) return;
-  XXH3_state_t *state = XXH3_createState();
-  if (!state) return;
   const uint64_t version = openssl_version;
-  XXH3_128bits_reset(state);
-  XXH3_128bits_update(state, &version, sizeof version);
-  XXH3_128bits_update(state, file, std::char_traits<char>::length(file) + 1);
-  XXH3_128bits_update(state, text.data(), text.size());
-  const XXH128_hash_t digest = XXH3_128bits_digest(state);
-  XXH3_freeState(state);
+  std::string named(reinterpret_cast<const char *>(&version), sizeof version);
+  named.append(file, std::char_traits<char>::length(file) + 1);  // with its terminating NUL
+  named += text;
+  const XXH128_hash_t digest = libxxhash().XXH3_128bits(named.data(), named.size());
   char name[64];
   std::snprintf(name, sizeof name, "/%s%016llx%016llx", kMemoPrefix.data(),
                 static_cast<unsigned long long>(digest.high64),

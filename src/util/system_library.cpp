@@ -12,6 +12,12 @@
 namespace progcache {
 
 void *SystemLibrary::symbol(const char *name) {
+  void *fn = optional_symbol(name);
+  if (!fn) throw Error(Status::unsupported, std::string(soname_) + " lacks " + name);
+  return fn;
+}
+
+void *SystemLibrary::optional_symbol(const char *name) {
   std::call_once(once_, [this] {
     if (test_hooks::refuse_library(soname_)) {
       std::snprintf(failure_, sizeof failure_, "cannot load %s: refused by the test hooks",
@@ -27,9 +33,7 @@ void *SystemLibrary::symbol(const char *name) {
     }
   });
   if (!handle_) throw Error(Status::unsupported, failure_);
-  void *fn = ::dlsym(handle_, name);
-  if (!fn) throw Error(Status::unsupported, std::string(soname_) + " lacks " + name);
-  return fn;
+  return ::dlsym(handle_, name);
 }
 
 }  // namespace progcache

@@ -1,6 +1,7 @@
 // A library of the system (a dependency of the package all the same) that progcache opens only
-// when a feature needs it: zstd for compressed entries, hiredis for Redis. Each one a process
-// maps costs it 0.03-0.08 ms at start-up whether it is used or not (docs/performance.md).
+// when a feature needs it: zstd for compressed entries, hiredis for Redis, xxHash for the first
+// entry or key. Each one a process maps costs it 0.03-0.08 ms at start-up whether it is used or
+// not, and each one it links slows every later dlopen (docs/performance.md).
 #pragma once
 
 #include <mutex>
@@ -24,6 +25,13 @@ class SystemLibrary {
   template <typename Fn>
   Fn function(const char *name) {
     return reinterpret_cast<Fn>(symbol(name));
+  }
+  // The same for a function the library may lack (a later addition): nullptr where it has none.
+  // Throws only when the library cannot be loaded.
+  void *optional_symbol(const char *name);
+  template <typename Fn>
+  Fn optional_function(const char *name) {
+    return reinterpret_cast<Fn>(optional_symbol(name));
   }
 
  private:

@@ -1,7 +1,8 @@
-/* zstd, hiredis, libcrypto and SQLite are opened by the features that use them (src/util/
- * system_library.hpp, src/util/libcrypto.hpp, src/backends/sqlite_library.hpp): a process that
- * never compresses an entry, opens a Redis or SQLite cache or derives a key never maps them (each
- * costs start-up time; libcrypto the most), and one that does gets them when it needs them. */
+/* zstd, hiredis, libcrypto, SQLite and xxHash are opened by the features that use them (src/util/
+ * system_library.hpp, src/util/libcrypto.hpp, src/backends/sqlite_library.hpp, src/util/
+ * xxhash.hpp): a process that never compresses an entry, opens a Redis or SQLite cache, derives a
+ * key or touches an entry never maps them (each costs start-up time; libcrypto the most), and
+ * one that does gets them when it needs them. */
 #include <progcache/progcache.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -46,8 +47,10 @@ int main(void) {
   CHECK(mkdtemp(dir) != NULL);
   CHECK(pcache_version() == PCACHE_VERSION_NUMBER);
   CHECK(!mapped("libsqlite3.so"));
+  CHECK(!mapped("libxxhash.so"));
   snprintf(uri, sizeof uri, "filestream:%s/fs", dir);
   CHECK(put_and_get(uri));
+  CHECK(mapped("libxxhash.so"));
   CHECK(put_and_get("memory:"));
   CHECK(!mapped("libsqlite3.so"));
   snprintf(uri, sizeof uri, "sqlite:%s/plain.db", dir);

@@ -25,6 +25,7 @@ echo "libprogcache1 Depends: $deps"
 grep -q libsqlite3 <<<"$deps" && grep -q libssl3 <<<"$deps"
 grep -q libhiredis <<<"$deps" && grep -q libzstd <<<"$deps"
 grep -q 'libsqlite3-0 (>= 3.35.0)' <<<"$deps"  # opened with dlopen: named by cmake/packaging.cmake
+grep -q 'libxxhash0 (>= 0.8.0-2~)' <<<"$deps"  # the same
 if grep -qi cuda <<<"$deps"; then echo "the library package depends on CUDA"; exit 1; fi
 # Lists are captured before matching: with pipefail, grep -q exiting early would kill the writer.
 control_files=$(dpkg-deb --ctrl-tarfile "$lib" | tar -t)
