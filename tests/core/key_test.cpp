@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "differential.hpp"
+#include "proc_util.hpp"
 
 namespace {
 
@@ -352,34 +353,15 @@ TEST(Key, BadInputsAreInvalid) {
   EXPECT_EQ(pcache_make_key(&p, k), PCACHE_OK);
 }
 
-namespace {
-
-// Re-executes this test binary to run the disabled test `test` alone, with env set; returns its
-// exit status, or -1 when it did not exit. For what is chosen once per process.
-int run_child_test(const char *test, const std::vector<std::pair<const char *, std::string>> &env) {
-  const std::string filter = std::string("--gtest_filter=") + test;
-  const pid_t pid = fork();
-  if (pid < 0) return -1;
-  if (pid == 0) {
-    for (const auto &[name, value] : env) setenv(name, value.c_str(), 1);
-    execl("/proc/self/exe", "self", filter.c_str(), "--gtest_also_run_disabled_tests", nullptr);
-    _exit(127);
-  }
-  int status = 0;
-  waitpid(pid, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
-}  // namespace
-
 TEST(Key, FipsFallbackUsesADistinctSchema) {
   // The hash is chosen once per process, so the SHA-256 (FIPS) path runs in a re-executed child
   // that writes its key to a file; the two keys of one program must differ.
   const std::string blake = base().key();
   const std::string out = std::string(std::getenv("TMPDIR") ? std::getenv("TMPDIR") : "/tmp") +
                           "/pcache-sha-key-" + std::to_string(getpid());
-  ASSERT_EQ(run_child_test("Key.DISABLED_Sha256Child",
-                           {{"PCACHE_TEST_FORCE_SHA256", "1"}, {"PCACHE_TEST_KEY_OUT", out}}),
+  ASSERT_EQ(testutil::run_test_in_fresh_process(
+                "Key.DISABLED_Sha256Child",
+                {{"PCACHE_TEST_FORCE_SHA256", "1"}, {"PCACHE_TEST_KEY_OUT", out}}),
             0);
   std::FILE *f = std::fopen(out.c_str(), "rb");
   ASSERT_NE(f, nullptr);
@@ -406,10 +388,11 @@ TEST(Key, SystemLibrariesThatCannotLoadAreUnsupportedAndSpareTheRest) {
   // needs neither, and the calls that need them must say which library is missing.
   char dir[] = "/tmp/pcache-refused-XXXXXX";
   ASSERT_NE(mkdtemp(dir), nullptr);
-  EXPECT_EQ(run_child_test("Key.DISABLED_RefusedLibrariesChild",
-                           {{"PCACHE_TEST_REFUSE_LIBRARY", "libcrypto,libsqlite3"},
-                            {"PCACHE_TEST_CACHE_DIR", dir}}),
-            0);
+  EXPECT_EQ(
+      testutil::run_test_in_fresh_process(
+          "Key.DISABLED_RefusedLibrariesChild",
+          {{"PCACHE_TEST_REFUSE_LIBRARY", "libcrypto,libsqlite3"}, {"PCACHE_TEST_CACHE_DIR", dir}}),
+      0);
   EXPECT_EQ(std::system((std::string("rm -rf '") + dir + "'").c_str()), 0);
 }
 
@@ -448,8 +431,8 @@ TEST(Key, AForkDuringTheFirstLibraryLoadLeavesAWorkingChild) {
   // hook); the main thread forks meanwhile. The load ran under a function-local static's guard
   // and a call_once, which a child inherits as "under way" with no thread to finish them: its own
   // first key waited forever. Now fork() waits for the load, and the child keys at once.
-  EXPECT_EQ(run_child_test("Key.DISABLED_ForkDuringTheFirstLoadChild",
-                           {{"PCACHE_TEST_SLOW_LIBRARY_LOAD_MS", "300"}}),
+  EXPECT_EQ(testutil::run_test_in_fresh_process("Key.DISABLED_ForkDuringTheFirstLoadChild",
+                                                {{"PCACHE_TEST_SLOW_LIBRARY_LOAD_MS", "300"}}),
             0);
 }
 
@@ -468,15 +451,7 @@ TEST(Key, DISABLED_ForkDuringTheFirstLoadChild) {  // run only by the test above
     _exit(base().key(&k) == PCACHE_OK ? 0 : 1);
   }
   loader.join();
-  int status = 0;
-  pid_t done = 0;
-  for (int i = 0; i < 200 && (done = waitpid(pid, &status, WNOHANG)) == 0; ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  if (done == 0) {
-    kill(pid, SIGKILL);
-    waitpid(pid, &status, 0);
-    FAIL() << "the child forked during the first load hung (killed after 20 s)";
-  }
-  ASSERT_TRUE(WIFEXITED(status));
-  EXPECT_EQ(WEXITSTATUS(status), 0);
+  const int rc = testutil::wait_for_or_kill(pid, std::chrono::seconds(20));
+  ASSERT_NE(rc, -1) << "the child forked during the first load hung (killed after 20 s)";
+  EXPECT_EQ(rc, 0);
 }

@@ -10,6 +10,7 @@
 #include <cstring>
 #include <thread>
 
+#include "proc_util.hpp"
 #include "test_util.hpp"
 
 using namespace testutil;
@@ -124,18 +125,10 @@ TEST(Driver, AForkDuringTheDriversInitialisationLeavesAWorkingChild) {
 #if defined(__SANITIZE_THREAD__)
   GTEST_SKIP() << "ThreadSanitizer's pthread_once does not restart in a forked child";
 #endif
-  const pid_t pid = fork();
-  ASSERT_GE(pid, 0);
-  if (pid == 0) {  // a fresh process: the driver is loaded once per process
-    setenv("FAKE_CUDA_INIT_MS", "300", 1);
-    execl("/proc/self/exe", "self", "--gtest_filter=Driver.DISABLED_ForkDuringInitChild",
-          "--gtest_also_run_disabled_tests", nullptr);
-    _exit(127);
-  }
-  int status = 0;
-  waitpid(pid, &status, 0);
-  ASSERT_TRUE(WIFEXITED(status));
-  EXPECT_EQ(WEXITSTATUS(status), 0);
+  // A fresh process: the driver is loaded once per process.
+  EXPECT_EQ(run_test_in_fresh_process("Driver.DISABLED_ForkDuringInitChild",
+                                      {{"FAKE_CUDA_INIT_MS", "300"}}),
+            0);
 }
 
 TEST(Driver, DISABLED_ForkDuringInitChild) {  // run only by the test above
@@ -158,17 +151,10 @@ TEST(Driver, DISABLED_ForkDuringInitChild) {  // run only by the test above
   ASSERT_GE(pid, 0);
   if (pid == 0) _exit(load() == PCACHE_OK ? 0 : 1);
   loader.join();
-  int status = 0;
-  pid_t done = 0;
-  for (int i = 0; i < 200 && (done = waitpid(pid, &status, WNOHANG)) == 0; ++i)
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  if (done == 0) {
-    kill(pid, SIGKILL);
-    waitpid(pid, &status, 0);
-    FAIL() << "the child forked during the driver's initialisation hung (killed after 20 s)";
-  }
-  ASSERT_TRUE(WIFEXITED(status));
-  EXPECT_EQ(WEXITSTATUS(status), 0);
+  const int rc = wait_for_or_kill(pid, std::chrono::seconds(20));
+  ASSERT_NE(rc, -1)
+      << "the child forked during the driver's initialisation hung (killed after 20 s)";
+  EXPECT_EQ(rc, 0);
 }
 
 TEST(NoDriver, TheToolkitStubAndAMissingLibraryAreCudaUnavailable) {

@@ -172,12 +172,7 @@ TEST_F(OpensslConfigMemoTest, AFreshProcessRemembersTheSystemFilesVerdict) {
   OPENSSL_free(system_file);
   const progcache::OpensslConfigMemo m(path.c_str(), OpenSSL_version_num());
   if (m.path().empty()) GTEST_SKIP() << "this machine's OpenSSL configuration is not memoable";
-  const pid_t pid = spawn([] {
-    ::execl("/proc/self/exe", "self", "--gtest_filter=OpensslConfigMemoChild.DISABLED_Init",
-            "--gtest_also_run_disabled_tests", nullptr);
-    return 127;
-  });
-  ASSERT_EQ(wait_for(pid), 0);
+  ASSERT_EQ(run_test_in_fresh_process("OpensslConfigMemoChild.DISABLED_Init", {}), 0);
   ASSERT_NE(m.recall(), std::nullopt) << m.path();
   EXPECT_EQ(*m.recall(), progcache::openssl_config_matters(path.c_str()));
 }
