@@ -65,6 +65,8 @@ constexpr const char *kSql[] = {
      " (SELECT value FROM meta WHERE name = 'totals_check')"),
     // Entries without a recency row, evicted once every ranked one is gone.
     "SELECT rowid, key FROM entries WHERE rowid NOT IN (SELECT id FROM recency) LIMIT 32",
+    // kGet without the entry's last use, for an entry known to be used within the interval.
+    "SELECT CASE WHEN length(record) <= 32768 THEN record END, rowid FROM entries WHERE key = ?1",
 };
 
 // The check value stored beside the totals: SQLite checksums no pages, so a flipped bit in a
@@ -103,6 +105,8 @@ constexpr const char *kDefaultTouchInterval = "60000";
 
 // used_at: whole seconds (so the interval holds to within a second), -1 for an entry without a
 // recency row. A use in the future (the clock went back) counts as stale: recency repairs itself.
+constexpr size_t kMaxRecentUses = 4096;  // SqliteBackend::RecentUses, per connection
+
 bool recency_stale(int64_t used_at, int64_t interval_ms) {
   if (interval_ms == 0 || used_at < 0) return true;
   const int64_t age_s = int64_t(std::time(nullptr)) - used_at;
@@ -436,9 +440,36 @@ SharedBlob SqliteBackend::get(ByteView key, Access access) {
   return blob;
 }
 
+bool SqliteBackend::RecentUses::fresh(ByteView key, int64_t interval_ms) {
+  const auto it = used_at_.find(std::string(key.str()));
+  if (it == used_at_.end()) return false;
+  if (!recency_stale(it->second, interval_ms)) return true;
+  used_at_.erase(it);
+  return false;
+}
+
+void SqliteBackend::RecentUses::remember(ByteView key, int64_t used_at) {
+  if (used_at_.size() >= kMaxRecentUses) used_at_.clear();
+  used_at_[std::string(key.str())] = used_at;
+}
+
+bool SqliteBackend::reads_record_only(RecentUses &recent, ByteView key) const {
+  // With touch_interval_ms=0 every hit records its use: the stored one is never needed.
+  return touch_interval_ms_ == 0 || recent.fresh(key, touch_interval_ms_);
+}
+
+int64_t SqliteBackend::use_of_row(sqlite3_stmt *row, bool record_only, RecentUses &recent,
+                                  ByteView key) const {
+  if (record_only) return int64_t(std::time(nullptr));  // within the interval, or always due
+  const int64_t used_at = row_used_at(row);
+  if (!recency_stale(used_at, touch_interval_ms_)) recent.remember(key, used_at);
+  return used_at;
+}
+
 SharedBlob SqliteBackend::get_locked(ByteView key, int64_t *used_at) {
   return with_recovery([&]() -> SharedBlob {
-    StmtScope q{stmt(kGet)};
+    const bool record_only = reads_record_only(recent_uses_, key);
+    StmtScope q{stmt(record_only ? kGetRecord : kGet)};
     libsqlite().sqlite3_bind_blob(q.s, 1, key.data, static_cast<int>(key.size), SQLITE_STATIC);
     const int rc = step_while_busy(busy_timeout_ms_, [&] {
       libsqlite().sqlite3_reset(q.s);  // a no-op before the first step; keeps the bindings
@@ -446,7 +477,7 @@ SharedBlob SqliteBackend::get_locked(ByteView key, int64_t *used_at) {
     });
     if (rc == SQLITE_DONE) return nullptr;
     if (rc != SQLITE_ROW) fail(rc, "cannot read an entry");
-    *used_at = row_used_at(q.s);
+    *used_at = use_of_row(q.s, record_only, recent_uses_, key);
     int read_rc = SQLITE_OK;
     auto blob = read_record(db_, q.s, &read_rc);
     if (!blob) fail(read_rc, "cannot read an entry");
@@ -459,14 +490,15 @@ bool SqliteBackend::get_with_reader(ByteView key, SharedBlob *out, int64_t *used
   if (!reader) return false;
   int rc;
   {
-    StmtScope q{reader->get};
+    const bool record_only = reads_record_only(reader->recent, key);
+    StmtScope q{record_only ? reader->get_record : reader->get};
     libsqlite().sqlite3_bind_blob(q.s, 1, key.data, static_cast<int>(key.size), SQLITE_STATIC);
     rc = step_while_busy(busy_timeout_ms_, [&] {
       libsqlite().sqlite3_reset(q.s);
       return libsqlite().sqlite3_step(q.s);
     });
     if (rc == SQLITE_ROW) {
-      *used_at = row_used_at(q.s);
+      *used_at = use_of_row(q.s, record_only, reader->recent, key);
       *out = read_record(reader->db, q.s, &rc);
       if (*out) rc = SQLITE_DONE;
     }

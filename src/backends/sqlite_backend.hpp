@@ -9,6 +9,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "backends/backend.hpp"
@@ -76,6 +77,7 @@ class SqliteBackend final : public Backend, public SharedCounters {
     kRecount,
     kTotals,
     kUnranked,
+    kGetRecord,
     kStmtCount
   };
 
@@ -111,13 +113,36 @@ class SqliteBackend final : public Backend, public SharedCounters {
   // A read-only connection of this handle's pool. A hit runs on the main connection when it is
   // free and on a reader when another thread holds it: WAL readers never wait for each other,
   // so hits scale with threads, and a single-threaded process opens no second connection.
+  // The entries a connection found used within the touch interval, with that use (whole
+  // seconds): until the interval has passed a hit on one of them reads the record alone, not
+  // its recency row (the second B-tree lookup was a tenth of a hit). A use only ever moves
+  // later, so a remembered one can only be older than the stored one: never a touch skipped
+  // that the stored time would have asked for. Bounded; each connection has its own (the main
+  // one under mutex_, a reader while taken), so hits on readers share no lock for it.
+  class RecentUses {
+   public:
+    // Whether key's remembered use is within interval_ms of now (forgetting it when not).
+    bool fresh(ByteView key, int64_t interval_ms);
+    void remember(ByteView key, int64_t used_at);
+
+   private:
+    std::unordered_map<std::string, int64_t> used_at_;
+  };
   struct Reader {
     sqlite3 *db = nullptr;
     sqlite3_stmt *get = nullptr;
-    uint64_t generation = 0;  // the main connection's generation it was opened against
+    sqlite3_stmt *get_record = nullptr;  // kGetRecord
+    uint64_t generation = 0;             // the main connection's generation it was opened against
+    RecentUses recent;
   };
-  // *used_at: the entry's last use in whole seconds, -1 where it has no recency row.
+  // *used_at: the entry's last use in whole seconds, -1 where it has no recency row (now for an
+  // entry the connection knows as used within the interval: see RecentUses).
   SharedBlob get_locked(ByteView key, int64_t *used_at);
+  // Whether a hit on key may run kGetRecord (the record alone) on a connection knowing recent.
+  bool reads_record_only(RecentUses &recent, ByteView key) const;
+  // A hit's entry's last use, from its kGet row (remembered in recent when within the interval),
+  // or now for a kGetRecord row (record_only).
+  int64_t use_of_row(sqlite3_stmt *row, bool record_only, RecentUses &recent, ByteView key) const;
   // Answers a lookup on a reader; false when no reader could answer (the caller then takes the
   // main connection, which reports errors and repairs damage).
   bool get_with_reader(ByteView key, SharedBlob *out, int64_t *used_at);
@@ -167,8 +192,9 @@ class SqliteBackend final : public Backend, public SharedCounters {
   int64_t touch_interval_ms_ = 0;  // a hit touches an entry last used at least this long ago
   // Counters of closes that had nothing else to write (local WAL databases only).
   std::optional<CounterJournal> journal_;
-  int wal_frames_ = 0;   // frames in the WAL after this connection's last commit (the WAL hook)
-  bool stored_ = false;  // this handle stored an entry: it empties the WAL when it closes
+  int wal_frames_ = 0;      // frames in the WAL after this connection's last commit (the WAL hook)
+  bool stored_ = false;     // this handle stored an entry: it empties the WAL when it closes
+  RecentUses recent_uses_;  // the main connection's (under mutex_)
   bool wal_ = true;
   ForkSafeMutex mutex_{ForkSafeMutex::kMiddle};
   sqlite3 *db_ = nullptr;

@@ -353,6 +353,7 @@ void SqliteBackend::drop_readers(bool abandon) {
   for (Reader *r : idle) {
     if (abandon) continue;  // another process's connections: neither used nor closed
     libsqlite().sqlite3_finalize(r->get);
+    libsqlite().sqlite3_finalize(r->get_record);
     libsqlite().sqlite3_close_v2(r->db);
     delete r;
   }
@@ -387,6 +388,7 @@ void SqliteBackend::return_reader(Reader *reader, bool healthy) {
     }
   }
   libsqlite().sqlite3_finalize(reader->get);
+  libsqlite().sqlite3_finalize(reader->get_record);
   libsqlite().sqlite3_close_v2(reader->db);
   delete reader;
 }
@@ -395,7 +397,8 @@ void SqliteBackend::return_reader(Reader *reader, bool healthy) {
 // it is opened read-only without following links, and kept only if the path still names the
 // same inode afterwards. Any failure leaves the lookup to the main connection.
 SqliteBackend::Reader *SqliteBackend::open_reader(uint64_t generation, dev_t dev, ino_t ino) {
-  auto *r = new Reader{nullptr, nullptr, generation};
+  auto *r = new Reader;
+  r->generation = generation;
   const int rc = libsqlite().sqlite3_open_v2(
       path_.c_str(), &r->db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOFOLLOW | SQLITE_OPEN_NOMUTEX,
       nullptr);
@@ -410,10 +413,13 @@ SqliteBackend::Reader *SqliteBackend::open_reader(uint64_t generation, dev_t dev
     ok = libsqlite().sqlite3_exec(r->db, "PRAGMA cell_size_check=ON; PRAGMA mmap_size=0;", nullptr,
                                   nullptr, nullptr) == SQLITE_OK &&
          libsqlite().sqlite3_prepare_v3(r->db, sql_text(kGet), -1, SQLITE_PREPARE_PERSISTENT,
-                                        &r->get, nullptr) == SQLITE_OK;
+                                        &r->get, nullptr) == SQLITE_OK &&
+         libsqlite().sqlite3_prepare_v3(r->db, sql_text(kGetRecord), -1, SQLITE_PREPARE_PERSISTENT,
+                                        &r->get_record, nullptr) == SQLITE_OK;
   }
   if (ok) return r;
   libsqlite().sqlite3_finalize(r->get);
+  libsqlite().sqlite3_finalize(r->get_record);
   libsqlite().sqlite3_close_v2(r->db);
   delete r;
   std::lock_guard lock(readers_mutex_);

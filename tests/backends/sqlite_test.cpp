@@ -688,6 +688,24 @@ TEST(Sqlite, AProcessThatOnlyHitsRecentEntriesWritesNothingToTheDatabase) {
   EXPECT_EQ(shared_hits(db), 6);
 }
 
+// A connection remembers the entries it found used within the interval and reads only their
+// record on the next hits (not the recency row): that memory must expire with the interval, or a
+// long-lived handle would stop recording the uses of its hot entries.
+TEST(Sqlite, AHotEntryIsRecordedAgainOnceTheIntervalHasPassed) {
+  TempDir d;
+  const std::string db = d / "cache.db";
+  const std::string uri = "sqlite:" + db + "?touch_interval_ms=1000";
+  auto c = std::make_unique<Handle>(uri);
+  ASSERT_EQ(c->put("k", "v"), PCACHE_OK);
+  for (int i = 0; i < 3; ++i) ASSERT_EQ(c->get("k", nullptr), PCACHE_OK);  // within: remembered
+  const long long first = std::stoll(sql_scalar(db, "SELECT used_at FROM recency"));
+  std::this_thread::sleep_for(std::chrono::milliseconds(2100));
+  ASSERT_EQ(c->get("k", nullptr), PCACHE_OK);  // past the interval: its use is due again
+  c.reset();                                   // writes the queued use
+  const long long second = std::stoll(sql_scalar(db, "SELECT used_at FROM recency"));
+  EXPECT_GE(second, first + 2) << "a hit past the interval left the entry's last use as it was";
+}
+
 // The next transaction that adds counters (here: a hit on an entry whose use is due) takes the
 // journal's records in with its own counts and recency, and empties it.
 TEST(Sqlite, AHitOnAnEntryUsedLongerAgoIsRecordedAndFoldsTheJournal) {
