@@ -103,10 +103,10 @@ constexpr auto kFlushAfterTime = std::chrono::milliseconds(500);
 // entries used within the interval (docs/backends.md).
 constexpr const char *kDefaultTouchInterval = "60000";
 
-// used_at: whole seconds (so the interval holds to within a second), -1 for an entry without a
-// recency row. A use in the future (the clock went back) counts as stale: recency repairs itself.
 constexpr size_t kMaxRecentUses = 4096;  // SqliteBackend::RecentUses, per connection
 
+// used_at: whole seconds (so the interval holds to within a second), -1 for an entry without a
+// recency row. A use in the future (the clock went back) counts as stale: recency repairs itself.
 bool recency_stale(int64_t used_at, int64_t interval_ms) {
   if (interval_ms == 0 || used_at < 0) return true;
   const int64_t age_s = int64_t(std::time(nullptr)) - used_at;
@@ -441,7 +441,7 @@ SharedBlob SqliteBackend::get(ByteView key, Access access) {
 }
 
 bool SqliteBackend::RecentUses::fresh(ByteView key, int64_t interval_ms) {
-  const auto it = used_at_.find(std::string(key.str()));
+  const auto it = used_at_.find(key.str());  // no string made: a lookup per hit
   if (it == used_at_.end()) return false;
   if (!recency_stale(it->second, interval_ms)) return true;
   used_at_.erase(it);

@@ -9,6 +9,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -110,9 +111,6 @@ class SqliteBackend final : public Backend, public SharedCounters {
   int64_t meta_get(const char *name);
   int64_t read_clock_locked();  // meta's LRU clock, repaired when damage stopped it
   void meta_set(const char *name, int64_t value);
-  // A read-only connection of this handle's pool. A hit runs on the main connection when it is
-  // free and on a reader when another thread holds it: WAL readers never wait for each other,
-  // so hits scale with threads, and a single-threaded process opens no second connection.
   // The entries a connection found used within the touch interval, with that use (whole
   // seconds): until the interval has passed a hit on one of them reads the record alone, not
   // its recency row (the second B-tree lookup was a tenth of a hit). A use only ever moves
@@ -126,8 +124,15 @@ class SqliteBackend final : public Backend, public SharedCounters {
     void remember(ByteView key, int64_t used_at);
 
    private:
-    std::unordered_map<std::string, int64_t> used_at_;
+    struct Hash {
+      using is_transparent = void;
+      size_t operator()(std::string_view k) const { return std::hash<std::string_view>()(k); }
+    };
+    std::unordered_map<std::string, int64_t, Hash, std::equal_to<>> used_at_;
   };
+  // A read-only connection of this handle's pool. A hit runs on the main connection when it is
+  // free and on a reader when another thread holds it: WAL readers never wait for each other,
+  // so hits scale with threads, and a single-threaded process opens no second connection.
   struct Reader {
     sqlite3 *db = nullptr;
     sqlite3_stmt *get = nullptr;
@@ -150,6 +155,7 @@ class SqliteBackend final : public Backend, public SharedCounters {
   // healthy: the reader answered without an error and may be reused.
   void return_reader(Reader *reader, bool healthy);
   Reader *open_reader(uint64_t generation, dev_t dev, ino_t ino);
+  static void close_reader(Reader *reader);  // its statements, its connection, itself
   // Forgets the pool: the main connection changed (closed, moved aside, or another process's
   // after fork()). abandon: the readers belong to the parent process, so are not closed.
   void drop_readers(bool abandon);

@@ -351,12 +351,15 @@ void SqliteBackend::drop_readers(bool abandon) {
     idle.swap(idle_readers_);
   }
   for (Reader *r : idle) {
-    if (abandon) continue;  // another process's connections: neither used nor closed
-    libsqlite().sqlite3_finalize(r->get);
-    libsqlite().sqlite3_finalize(r->get_record);
-    libsqlite().sqlite3_close_v2(r->db);
-    delete r;
+    if (!abandon) close_reader(r);  // another process's connections: neither used nor closed
   }
+}
+
+void SqliteBackend::close_reader(Reader *reader) {
+  libsqlite().sqlite3_finalize(reader->get);
+  libsqlite().sqlite3_finalize(reader->get_record);
+  libsqlite().sqlite3_close_v2(reader->db);
+  delete reader;
 }
 
 SqliteBackend::Reader *SqliteBackend::take_reader() {
@@ -387,10 +390,7 @@ void SqliteBackend::return_reader(Reader *reader, bool healthy) {
       return;
     }
   }
-  libsqlite().sqlite3_finalize(reader->get);
-  libsqlite().sqlite3_finalize(reader->get_record);
-  libsqlite().sqlite3_close_v2(reader->db);
-  delete reader;
+  close_reader(reader);
 }
 
 // A reader must open the very file the main connection checked (owner, mode, directory):
@@ -418,10 +418,7 @@ SqliteBackend::Reader *SqliteBackend::open_reader(uint64_t generation, dev_t dev
                                         &r->get_record, nullptr) == SQLITE_OK;
   }
   if (ok) return r;
-  libsqlite().sqlite3_finalize(r->get);
-  libsqlite().sqlite3_finalize(r->get_record);
-  libsqlite().sqlite3_close_v2(r->db);
-  delete r;
+  close_reader(r);
   std::lock_guard lock(readers_mutex_);
   if (reader_generation_ == generation) readers_enabled_ = false;  // not again for this file
   return nullptr;
