@@ -7,6 +7,7 @@
 #include <sqlite3.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 
 #include <atomic>
 #include <cerrno>
@@ -233,6 +234,86 @@ TEST(Faults, SqliteOnAFullDiskFailsCleanlyAndRecovers) {
   sqlite3_finalize(s);
   sqlite3_close(h);
 }
+
+namespace {
+
+off_t size_of(const std::string &path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 ? st.st_size : -1;
+}
+
+std::string sqlite_text(const std::string &db, const char *sql) {
+  sqlite3 *h = nullptr;
+  std::string out = "cannot open";
+  if (sqlite3_open(db.c_str(), &h) == SQLITE_OK) {
+    sqlite3_stmt *s = nullptr;
+    out = "no row";
+    if (sqlite3_prepare_v2(h, sql, -1, &s, nullptr) == SQLITE_OK && sqlite3_step(s) == SQLITE_ROW)
+      out = reinterpret_cast<const char *>(sqlite3_column_text(s, 0));
+    sqlite3_finalize(s);
+  }
+  sqlite3_close(h);
+  return out;
+}
+
+// (the process dies in the checkpoint, pages the checkpoint copies before the disk is full)
+using ClosingCheckpointCase = std::tuple<bool, int>;
+
+}  // namespace
+
+// A handle that stored empties the WAL when it closes (a TRUNCATE checkpoint): the one write a
+// closing handle makes, aimed at here. The checkpoint copies the handle's frames into the
+// database file past its end, so a file-size limit of that size plus k pages stops it k pages
+// in: with SIGXFSZ ignored the write fails as on a full disk, and by default the signal ends the
+// process there, mid-checkpoint, as SIGKILL would. Either way the WAL keeps every frame, and the
+// next handle reads every entry whole.
+class ClosingCheckpoint : public ::testing::TestWithParam<ClosingCheckpointCase> {};
+
+TEST_P(ClosingCheckpoint, StoppedPartWayLosesNothing) {
+  const auto [dies, pages_in] = GetParam();
+  TempDir d;
+  const std::string db = d / "cache.db";
+  constexpr int kEntries = 20;
+  auto value_of = [](int i) { return std::string(size_t(12 * 1024 + i), char('a' + i % 26)); };
+  const int rc = testutil::wait_for(testutil::spawn([&] {
+    auto cache = Cache::open("sqlite:" + db, CacheOptions{});
+    for (int i = 0; i < kEntries; ++i) cache->put("k" + std::to_string(i), value_of(i));
+    const off_t db_size = size_of(db);
+    if (db_size <= 0 || size_of(db + "-wal") <= 0) return 20;  // nothing for a checkpoint to copy
+    if (!dies) ::signal(SIGXFSZ, SIG_IGN);
+    const struct rlimit no_core = {0, 0};
+    ::setrlimit(RLIMIT_CORE, &no_core);
+    struct rlimit limit;
+    ::getrlimit(RLIMIT_FSIZE, &limit);
+    limit.rlim_cur = rlim_t(db_size) + rlim_t(pages_in) * 4096;
+    ::setrlimit(RLIMIT_FSIZE, &limit);
+    cache.reset();  // the closing checkpoint
+    return 0;
+  }));
+  if (dies)
+    ASSERT_EQ(rc, 128 + SIGXFSZ) << "the checkpoint never reached the end of the file";
+  else
+    ASSERT_EQ(rc, 0);
+  EXPECT_GT(size_of(db + "-wal"), 0) << "the checkpoint finished: it met no full disk";
+  {
+    auto cache = Cache::open("sqlite:" + db, CacheOptions{});
+    for (int i = 0; i < kEntries; ++i) {
+      auto hit = cache->get("k" + std::to_string(i));
+      ASSERT_TRUE(hit) << "entry " << i << " lost";
+      EXPECT_EQ(hit->payload.str(), value_of(i)) << "entry " << i;
+    }
+    cache->put(std::string_view("after"), std::string_view("space again"));
+  }
+  EXPECT_EQ(size_of(db + "-wal"), 0) << "the next handle that stored did not empty the WAL";
+  EXPECT_EQ(sqlite_text(db, "PRAGMA quick_check"), "ok");
+}
+
+INSTANTIATE_TEST_SUITE_P(Faults, ClosingCheckpoint,
+                         ::testing::Combine(::testing::Bool(), ::testing::Values(0, 16, 48)),
+                         [](const auto &info) {
+                           return std::string(std::get<0>(info.param) ? "Dies" : "DiskFull") +
+                                  "After" + std::to_string(std::get<1>(info.param)) + "Pages";
+                         });
 
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 TEST(Faults, AllocationFailureIsNoMemory) {
