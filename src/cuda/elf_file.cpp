@@ -3,6 +3,7 @@
 #include <elf.h>
 #include <fcntl.h>
 #include <link.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -112,7 +113,7 @@ class FileMemo {
 // The path the loader's cache (ld.so.cache's bytes in data) gives for soname (the new
 // "glibc-ld.so.cache1.1" format, alone or after an old-format table); "" if absent or of another
 // format. Entries for glibc-hwcaps subdirectories are skipped (see docs/keys.md).
-std::string ld_cache_entry(const std::string &data, std::string_view soname) {
+std::string ld_cache_entry(std::string_view data, std::string_view soname) {
   constexpr std::string_view kOld = "ld.so-1.7.0", kNew = "glibc-ld.so.cache1.1";
   size_t base = 0;
   if (data.compare(0, kOld.size(), kOld) == 0) {
@@ -166,19 +167,21 @@ std::string ld_cache_lookup(std::string_view soname) {
       .get("/etc/ld.so.cache", soname,
            [&](int fd, const struct stat &st) -> std::optional<std::string> {
              if (st.st_size <= 0 || st.st_size > (64 << 20)) return std::nullopt;
-             std::string data(size_t(st.st_size), '\0');
-             if (!pread_all(fd, data.data(), data.size(), 0)) return std::nullopt;
-             return ld_cache_entry(data, soname);
+             // Mapped, as the loader maps it: a fresh process walks all 40 KB once, and reading
+             // it into a new buffer cost ten page faults of zeroed memory and a copy. The file
+             // is root's and ldconfig replaces it by rename, so it never shrinks under the map.
+             const size_t size = size_t(st.st_size);
+             void *map = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+             if (map == MAP_FAILED) return std::nullopt;
+             std::string entry = ld_cache_entry({static_cast<const char *>(map), size}, soname);
+             ::munmap(map, size);
+             return entry;
            })
       .value_or("");
 }
 
-}  // namespace
-
-std::optional<ElfFacts> read_elf_facts(int fd) {
-  struct stat st;
-  if (::fstat(fd, &st) != 0) return std::nullopt;
-  const uint64_t size = uint64_t(st.st_size);
+// read_elf_facts of a file of size bytes (the caller's fstat).
+std::optional<ElfFacts> elf_facts_of_size(int fd, uint64_t size) {
   Elf64_Ehdr eh;
   if (!read_range(fd, size, 0, &eh, sizeof eh) || std::memcmp(eh.e_ident, ELFMAG, SELFMAG) != 0 ||
       eh.e_ident[EI_CLASS] != ELFCLASS64 || eh.e_ident[EI_DATA] != ELFDATA2LSB ||
@@ -224,9 +227,19 @@ std::optional<ElfFacts> read_elf_facts(int fd) {
   return facts;
 }
 
+}  // namespace
+
+std::optional<ElfFacts> read_elf_facts(int fd) {
+  struct stat st;
+  if (::fstat(fd, &st) != 0) return std::nullopt;
+  return elf_facts_of_size(fd, uint64_t(st.st_size));
+}
+
 std::optional<ElfFacts> elf_facts_of_file(const std::string &path) {
   static FileMemo<ElfFacts> memo;
-  return memo.get(path, "elf", [](int fd, const struct stat &) { return read_elf_facts(fd); });
+  return memo.get(path, "elf", [](int fd, const struct stat &st) {
+    return elf_facts_of_size(fd, uint64_t(st.st_size));
+  });
 }
 
 std::optional<std::string> find_rodata_soname(int fd, std::string_view prefix) {
