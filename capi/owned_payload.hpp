@@ -1,7 +1,8 @@
 // The C caller's allocation contract for pcache_get and pcache_free: a payload is handed over
 // inside the malloc'd block that holds it, preceded by {magic, block base}, so that pcache_free
 // finds the start of the block whatever the payload's offset, and refuses a pointer that never
-// came from pcache_get.
+// came from pcache_get. A copy is made into a block of this file's own layout, which
+// pcache_free keeps as the thread's spare for the next copy instead of freeing it.
 #pragma once
 
 #include <cstddef>

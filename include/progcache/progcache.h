@@ -233,7 +233,13 @@ PCACHE_API pcache_status pcache_get(pcache *cache, const void *key, size_t key_s
 PCACHE_API pcache_status pcache_get_into(pcache *cache, const void *key, size_t key_size,
                                          void *buffer, size_t capacity, size_t *size);
 
-/** Releases memory returned by pcache_get(). NULL is a no-op. Any thread. */
+/**
+ * Releases memory returned by pcache_get(). NULL is a no-op. Any thread.
+ * The thread that releases a copied value keeps its block (up to 64 KiB) for its next
+ * pcache_get() and frees it when the thread exits; nothing of its old bytes is ever returned.
+ * Aborts the process on a pointer pcache_get() did not return or one already released: freeing
+ * it would corrupt the heap.
+ */
 PCACHE_API void pcache_free(void *data);
 
 /**

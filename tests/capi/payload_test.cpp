@@ -1,0 +1,151 @@
+// The blocks pcache_get hands over and pcache_free takes back: a thread keeps the last copy
+// block it released for its next copy (capi/owned_payload.cpp), so these check that a reused
+// block never shows a caller's scribbles or another value's bytes, whatever the sizes, the
+// order of frees and the thread that frees; and that pcache_free refuses a pointer that is not
+// a live payload.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "test_util.hpp"
+
+using namespace testutil;
+
+namespace {
+
+// Values of sizes around the kept block's limit (64 KiB) and the copy prefix, each byte known.
+std::string value_for(size_t size, char seed) {
+  std::string v(size, '\0');
+  for (size_t i = 0; i < size; ++i) v[i] = char(seed + i % 23);
+  return v;
+}
+
+struct Entry {
+  std::string key;
+  std::string value;
+};
+
+std::vector<Entry> put_entries(pcache *c) {
+  std::vector<Entry> out;
+  const size_t sizes[] = {0, 1, 100, 3000, 4096, 5000, 65536 - 32, 65536, 70000};
+  char seed = 'a';
+  for (size_t size : sizes) {
+    out.push_back({"k" + std::to_string(size), value_for(size, seed++)});
+    EXPECT_EQ(pcache_put(c, out.back().key.data(), out.back().key.size(), out.back().value.data(),
+                         out.back().value.size()),
+              PCACHE_OK);
+  }
+  return out;
+}
+
+// Gets e, checks its bytes, scribbles over them as a caller may, and returns the block.
+void *get_checked(pcache *c, const Entry &e) {
+  void *data = nullptr;
+  size_t size = 0;
+  EXPECT_EQ(pcache_get(c, e.key.data(), e.key.size(), &data, &size), PCACHE_OK) << e.key;
+  EXPECT_NE(data, nullptr);
+  EXPECT_EQ(std::string(static_cast<const char *>(data), size), e.value) << e.key;
+  std::memset(data, 0x5a, size);
+  return data;
+}
+
+}  // namespace
+
+TEST(Payload, ReusedBlocksHoldOnlyTheirOwnValue) {
+  TempDir d;
+  // Memory hands over copies; file-stream and SQLite the blocks they read into.
+  for (const std::string &uri :
+       {std::string("memory:"), "filestream:" + (d / "fs"), "sqlite:" + (d / "c.db")}) {
+    SCOPED_TRACE(uri);
+    pcache *c = nullptr;
+    ASSERT_EQ(pcache_open(uri.c_str(), nullptr, &c), PCACHE_OK);
+    const std::vector<Entry> entries = put_entries(c);
+    // Every size after every other, freed at once, then two held and freed in either order.
+    for (const Entry &a : entries)
+      for (const Entry &b : entries) {
+        pcache_free(get_checked(c, a));
+        pcache_free(get_checked(c, b));
+        void *x = get_checked(c, a), *y = get_checked(c, b);
+        pcache_free(y);
+        pcache_free(x);
+      }
+    pcache_close(c);
+  }
+}
+
+TEST(Payload, BlocksFreedOnAnotherThreadAreSafe) {
+  pcache *c = nullptr;
+  ASSERT_EQ(pcache_open("memory:", nullptr, &c), PCACHE_OK);
+  const std::vector<Entry> entries = put_entries(c);
+  std::mutex mutex;
+  std::vector<void *> handed;  // got by the getters, freed by the others
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 2000; ++i) {
+        void *mine = get_checked(c, entries[size_t(i * 7 + t) % entries.size()]);
+        void *theirs = nullptr;
+        {
+          std::lock_guard lock(mutex);
+          handed.push_back(mine);
+          if (t % 2 == 1 && handed.size() > 1) {
+            theirs = handed.front();
+            handed.erase(handed.begin());
+          }
+        }
+        pcache_free(theirs);
+      }
+    });
+  for (auto &t : threads) t.join();
+  for (void *p : handed) pcache_free(p);
+  pcache_close(c);
+}
+
+// A thread_local made before the library's spare is destroyed after it: its destructor's
+// pcache_free comes when the thread's spare is gone, twice (a kept block, then one more).
+TEST(Payload, AFreeFromALaterThreadLocalDestructorIsSafe) {
+  pcache *c = nullptr;
+  ASSERT_EQ(pcache_open("memory:", nullptr, &c), PCACHE_OK);
+  const std::vector<Entry> entries = put_entries(c);
+  struct Holder {
+    std::vector<void *> blocks;
+    ~Holder() {
+      for (void *p : blocks) pcache_free(p);
+    }
+  };
+  std::thread([&] {
+    thread_local Holder holder;  // constructed before the spare: destroyed after it
+    holder.blocks.push_back(get_checked(c, entries[3]));
+    holder.blocks.push_back(get_checked(c, entries[4]));
+    pcache_free(get_checked(c, entries[2]));  // the spare now holds a block
+  }).join();
+  pcache_close(c);
+}
+
+TEST(PayloadDeathTest, FreeingAnythingButALivePayloadAborts) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  pcache *c = nullptr;
+  ASSERT_EQ(pcache_open("memory:", nullptr, &c), PCACHE_OK);
+  ASSERT_EQ(pcache_put(c, "k", 1, "value", 5), PCACHE_OK);
+  EXPECT_DEATH(
+      {
+        void *data = nullptr;
+        size_t size = 0;
+        if (pcache_get(c, "k", 1, &data, &size) != PCACHE_OK) std::exit(0);
+        pcache_free(data);
+        pcache_free(data);  // twice
+      },
+      "");
+  EXPECT_DEATH(
+      {
+        auto *block = static_cast<char *>(std::calloc(64, 1));
+        pcache_free(block + 32);  // never from pcache_get
+      },
+      "");
+  pcache_close(c);
+}
