@@ -581,7 +581,7 @@ bool FileStreamBackend::remove_entry(ByteView key, bool trust_header) {
 
 int FileStreamBackend::stats_fd() {
   // A descriptor inherited across fork() shares its flock with the parent: reopen per process.
-  if (!stats_fd_ || stats_pid_ != ::getpid()) {
+  if (!stats_fd_ || stats_pid_ != process_id()) {
     int fd = ::openat(dir_fd_.get(), kStatsFile, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC,
                       config_.modes.file);
     if (fd < 0 && (errno == EACCES || errno == EROFS))
@@ -595,7 +595,7 @@ int FileStreamBackend::stats_fd() {
     if (struct stat st; ::fstat(fd, &st) == 0 && st.st_size == 0)
       set_created_mode(fd, config_.modes.file);  // just created: the umask may have narrowed it
     stats_fd_ = Fd(fd);
-    stats_pid_ = ::getpid();
+    stats_pid_ = process_id();
   }
   return stats_fd_.get();
 }

@@ -209,7 +209,7 @@ RedisBackend::RedisBackend(Uri &uri, const BackendConfig &, bool lazy) {
     ttl_seconds_ = parse_duration_seconds("redis ttl", ttl);
   uri.expect_no_params();
   where_ = "redis " + host_ + ":" + std::to_string(port_) + "/" + std::to_string(db_);
-  owner_pid_ = int(getpid());
+  owner_pid_ = int(process_id());
   if (!lazy) {
     try {
       acquire().command({std::string_view("PING")});
@@ -229,12 +229,12 @@ RedisBackend::~RedisBackend() {
 RedisBackend::Connection RedisBackend::acquire() {
   {
     std::lock_guard lock(mutex_);
-    if (owner_pid_ != int(getpid())) {
+    if (owner_pid_ != int(process_id())) {
       // A forked child must not talk over its parent's sockets: both would read each other's
       // replies. Closing our copies of the descriptors leaves the parent's connections intact.
       for (redisContext *c : idle_) hiredis().redisFree(c);
       idle_.clear();
-      owner_pid_ = int(getpid());
+      owner_pid_ = int(process_id());
     }
     if (!idle_.empty()) {
       redisContext *c = idle_.back();
@@ -279,7 +279,7 @@ RedisBackend::Connection RedisBackend::acquire() {
 
 void RedisBackend::release(redisContext *c) {
   std::lock_guard lock(mutex_);
-  if (owner_pid_ == int(getpid()) && idle_.size() < kMaxIdle && c->err == 0)
+  if (owner_pid_ == int(process_id()) && idle_.size() < kMaxIdle && c->err == 0)
     idle_.push_back(c);
   else
     hiredis().redisFree(c);

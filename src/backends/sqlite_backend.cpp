@@ -165,7 +165,7 @@ SqliteBackend::~SqliteBackend() {
     std::lock_guard touches(touches_mutex_);
     touched = !pending_touches_.empty();
   }
-  if (touched && db_ && pid_ == ::getpid() && !read_only_) {
+  if (touched && db_ && pid_ == process_id() && !read_only_) {
     try {  // without waiting for a writer: a reader's close must not block
       try_write_txn([&] { flush_touches_locked(); });
     } catch (...) {  // recency is advisory; losing a few touches on close is harmless
@@ -175,12 +175,12 @@ SqliteBackend::~SqliteBackend() {
   // more, paid for once beside a compile), empties it, without waiting for anyone: every
   // process's first connection re-reads what is in it, and the processes that follow a miss are
   // its hits, which write nothing that would.
-  if ((wal_frames_ >= kWalCloseCheckpointPages || stored_) && wal_ && db_ && pid_ == ::getpid()) {
+  if ((wal_frames_ >= kWalCloseCheckpointPages || stored_) && wal_ && db_ && pid_ == process_id()) {
     libsqlite().sqlite3_busy_timeout(db_, 0);
     libsqlite().sqlite3_wal_checkpoint_v2(db_, "main", SQLITE_CHECKPOINT_TRUNCATE, nullptr,
                                           nullptr);
   }
-  disconnect(pid_ != ::getpid());
+  disconnect(pid_ != process_id());
 }
 
 const char *SqliteBackend::sql_text(Stmt s) {

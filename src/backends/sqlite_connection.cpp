@@ -142,7 +142,7 @@ void SqliteBackend::move_aside(const std::string &why) {
 }
 
 void SqliteBackend::open_connection() {
-  pid_ = ::getpid();
+  pid_ = process_id();
   const std::string dir = parent_dir(path_);
   make_dirs(dir, config_.modes.dir);
   check_private_dir(dir, -1, config_.allow_shared);
@@ -368,7 +368,7 @@ SqliteBackend::Reader *SqliteBackend::take_reader() {
   ino_t ino;
   {
     std::lock_guard lock(readers_mutex_);
-    if (!readers_enabled_ || readers_pid_ != ::getpid()) return nullptr;
+    if (!readers_enabled_ || readers_pid_ != process_id()) return nullptr;
     if (!idle_readers_.empty()) {
       Reader *r = idle_readers_.back();
       idle_readers_.pop_back();
@@ -385,7 +385,7 @@ void SqliteBackend::return_reader(Reader *reader, bool healthy) {
   {
     std::lock_guard lock(readers_mutex_);
     if (healthy && readers_enabled_ && reader->generation == reader_generation_ &&
-        readers_pid_ == ::getpid() && idle_readers_.size() < kMaxIdleReaders) {
+        readers_pid_ == process_id() && idle_readers_.size() < kMaxIdleReaders) {
       idle_readers_.push_back(reader);
       return;
     }
@@ -425,8 +425,8 @@ SqliteBackend::Reader *SqliteBackend::open_reader(uint64_t generation, dev_t dev
 }
 
 void SqliteBackend::ensure_process() {
-  if (pid_ == ::getpid() && db_) return;
-  disconnect(pid_ != ::getpid());
+  if (pid_ == process_id() && db_) return;
+  disconnect(pid_ != process_id());
   connect();
 }
 

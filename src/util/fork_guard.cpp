@@ -1,6 +1,7 @@
 #include "util/fork_guard.hpp"
 
 #include <pthread.h>
+#include <unistd.h>
 
 namespace progcache {
 
@@ -10,6 +11,7 @@ namespace {
 // release handler could not unlock it (a child hung on it for good in the test suite).
 constinit std::mutex g_once_mutex;
 thread_local int t_once_depth = 0;
+constinit std::atomic<pid_t> g_process_id{0};  // 0: not known in this process yet
 }  // namespace
 
 // Every live ForkSafeMutex, in an intrusive list (registration allocates nothing, so it cannot
@@ -26,7 +28,7 @@ struct ForkRegistry {
   static ForkRegistry &get() {
     static ForkRegistry *registry = [] {
       auto *r = new ForkRegistry();  // never destroyed: atfork handlers outlive static objects
-      ::pthread_atfork(&prepare, &release, &release);
+      ::pthread_atfork(&prepare, &release, &release_in_child);
       return r;
     }();
     return *registry;
@@ -51,7 +53,21 @@ struct ForkRegistry {
     for (ForkSafeMutex *m = r.head; m; m = m->next_) m->m_.unlock();
     r.mutex.unlock();
   }
+
+  static void release_in_child() {
+    g_process_id.store(0, std::memory_order_relaxed);  // before anything the child runs
+    release();
+  }
 };
+
+pid_t process_id() {
+  const pid_t known = g_process_id.load(std::memory_order_relaxed);
+  if (known != 0) return known;
+  ForkRegistry::get();  // the handler that forgets it exists before it is first remembered
+  const pid_t id = ::getpid();
+  g_process_id.store(id, std::memory_order_relaxed);
+  return id;
+}
 
 void lock_once_initialisations() {
   if (t_once_depth++ > 0) return;

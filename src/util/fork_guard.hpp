@@ -6,10 +6,18 @@
 // it inherited (each backend reopens its connection or descriptors in a new process).
 #pragma once
 
+#include <sys/types.h>
+
 #include <atomic>
 #include <mutex>
 
 namespace progcache {
+
+// This process's id, without a system call each time: getpid() is one (glibc keeps no cache),
+// and every hit asked it, to notice that it runs in the child of a fork. Forgotten in the child
+// of every fork() that runs pthread_atfork's handlers, as the locks below already require; a
+// vfork() or raw clone() child must not call into progcache (it may only exec or exit).
+pid_t process_id();
 
 // Locks of a library progcache calls into (SQLite's global mutexes) taken after all of
 // progcache's own before fork() and released first after it. Registered once per process.
