@@ -13,8 +13,8 @@ constexpr uint64_t kOwnedMagic = 0x70636163686521ull;  // "pcache!"
 constexpr uint64_t kCopyMagic = 0x70636163686522ull;
 constexpr size_t kCopyPrefix = 32;
 
-#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
-constexpr size_t kMaxSpare = 0;  // a sanitizer sees every block freed, and a use after free
+#if defined(__SANITIZE_ADDRESS__)
+constexpr size_t kMaxSpare = 0;  // AddressSanitizer sees every block freed, and a use after free
 #else
 constexpr size_t kMaxSpare = 64 * 1024;
 #endif
