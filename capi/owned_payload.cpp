@@ -9,7 +9,9 @@ namespace progcache::shim {
 namespace {
 
 constexpr uint64_t kOwnedMagic = 0x70636163686521ull;  // "pcache!"
-// A copy this file made into a block of its own layout: {capacity, unused, magic, base, payload}.
+// A copy this file made into a block of its own layout: {capacity, check, magic, base, payload},
+// where check ties the capacity to the block (a caller writing before its payload must not make
+// a later copy overrun a block it believes larger).
 constexpr uint64_t kCopyMagic = 0x70636163686522ull;
 constexpr size_t kCopyPrefix = 32;
 
@@ -63,6 +65,10 @@ void keep_block(uint8_t *base, size_t capacity) {
   t_spare.capacity = capacity;
 }
 
+uint64_t capacity_check(const uint8_t *base, size_t capacity) {
+  return uint64_t(capacity) ^ uint64_t(reinterpret_cast<uintptr_t>(base)) ^ kCopyMagic;
+}
+
 void write_header(uint8_t *payload, uint64_t magic, uint8_t *base) {
   std::memcpy(payload - 16, &magic, 8);
   std::memcpy(payload - 8, &base, sizeof base);
@@ -73,7 +79,9 @@ uint8_t *hand_over_copy(ByteView payload) {
   size_t capacity = 0;
   uint8_t *base = take_block(kCopyPrefix + payload.size, &capacity);
   if (!base) throw std::bad_alloc();
+  const uint64_t check = capacity_check(base, capacity);
   std::memcpy(base, &capacity, sizeof capacity);
+  std::memcpy(base + 8, &check, sizeof check);
   uint8_t *out = base + kCopyPrefix;
   if (payload.size) std::memcpy(out, payload.data, payload.size);
   write_header(out, kCopyMagic, base);
@@ -112,7 +120,11 @@ void release_payload(void *payload) noexcept {
   std::memset(p - 16, 0, 8);
   if (magic == kOwnedMagic) return std::free(base);
   size_t capacity;
+  uint64_t check;
   std::memcpy(&capacity, base, sizeof capacity);
+  std::memcpy(&check, base + 8, sizeof check);
+  // A copy's block starts kCopyPrefix bytes before it; anything else, the caller wrote over.
+  if (base != p - kCopyPrefix || check != capacity_check(base, capacity)) std::abort();
   keep_block(base, capacity);
 }
 

@@ -143,6 +143,15 @@ TEST(PayloadDeathTest, FreeingAnythingButALivePayloadAborts) {
       "");
   EXPECT_DEATH(
       {
+        void *data = nullptr;
+        size_t size = 0;
+        if (pcache_get(c, "k", 1, &data, &size) != PCACHE_OK) std::exit(0);
+        std::memset(static_cast<char *>(data) - 32, 0xff, 8);  // a copy's block size, overwritten
+        pcache_free(data);
+      },
+      "");
+  EXPECT_DEATH(
+      {
         auto *block = static_cast<char *>(std::calloc(64, 1));
         pcache_free(block + 32);  // never from pcache_get
       },
