@@ -264,11 +264,18 @@ std::optional<EntryParts> parse_entry(ByteView record, std::string *why) {
   const uint64_t meta_size = load_le(p + 12, 4);
   const uint64_t payload_size = load_le(p + 16, 8);
   const uint64_t pad = load_le(p + 24, 4);
-  if (pad >= 16 || load_le(p + 28, 4) != 0) return fail("bad entry padding field");
+  // Only encode_entry's layout: the payload on the next 16-byte boundary, behind zero bytes (a
+  // record that parses re-encodes to itself; entry_payload_size_checked holds readers to it too).
+  if (pad >= 16 || load_le(p + 28, 4) != 0 ||
+      (kEntryHeaderSize + key_size + meta_size + pad) % 16 != 0)
+    return fail("bad entry padding field");
   const uint64_t body = record.size - kEntryHeaderSize;
   const bool compressed = flags & kFlagZstd;
   if (key_size > body || meta_size > body - key_size || pad > body - key_size - meta_size)
     return fail("entry sizes do not match its length (truncated or padded)");
+  const uint8_t *padding = p + kEntryHeaderSize + key_size + meta_size;
+  if (std::any_of(padding, padding + pad, [](uint8_t b) { return b != 0; }))
+    return fail("entry padding bytes are not zero");
   const uint64_t stored = body - key_size - meta_size - pad;
   if (compressed ? stored == 0 : payload_size != stored)
     return fail("entry sizes do not match its length (truncated or padded)");

@@ -81,6 +81,37 @@ TEST(Entry, PayloadIsSixteenByteAlignedForEveryKeyAndMetaSize) {
     }
 }
 
+// The payload starts at the 16-byte boundary after key and metadata, behind zero bytes, as
+// encode_entry lays it out; nothing else parses (a record that decodes re-encodes to itself).
+TEST(Entry, OnlyTheCanonicalPaddingParses) {
+  const Blob good = sample();  // key "key", meta "meta": 7 body bytes, 9 of padding, payload at 80
+  ASSERT_TRUE(parse_entry(good.view(), nullptr));
+  const std::string bytes(reinterpret_cast<const char *>(good.data()), good.size());
+  // No padding: the payload right after the metadata, the header saying so.
+  std::string unpadded = bytes.substr(0, 64 + 7) + bytes.substr(80);
+  unpadded[24] = 0;
+  std::string why;
+  EXPECT_FALSE(parse_entry(std::string_view(unpadded), &why));
+  EXPECT_NE(why.find("padding"), std::string::npos) << why;
+  // The layout right but a padding byte set.
+  std::string dirty = bytes;
+  dirty[64 + 7 + 4] = 1;
+  EXPECT_FALSE(parse_entry(std::string_view(dirty), &why));
+  EXPECT_NE(why.find("padding"), std::string::npos) << why;
+  // What fuzz_entry found (its checksum made to match): 6-byte key, no metadata, no padding.
+  const uint8_t found[] = {0x50, 0x43, 0x45, 0x4e, 0x01, 0x00, 0x00, 0x00, 0x06, 0x00, 0x00, 0x00,
+                           0x00, 0x00, 0x00, 0x00, 0x25, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+                           0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x05, 0xab, 0x37, 0x78,
+                           0x26, 0xef, 0x93, 0x13, 0xe3, 0xb4, 0xce, 0xbb, 0x5d, 0x72, 0x33, 0xcf,
+                           0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
+                           0x00, 0x00, 0x00, 0x00, 0x6b, 0x6b, 0x6b, 0x6b, 0x6b, 0x6b, 0x00, 0x00,
+                           0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x70, 0x70, 0x70, 0x31,
+                           0x4f, 0xfe, 0xf4, 0xfe, 0x7f, 0x00, 0x00, 0x70, 0x70, 0x70, 0x70, 0x70,
+                           0x70, 0x70, 0x70, 0x70, 0x70, 0x70, 0x70, 0x70, 0x40, 0x70, 0x70};
+  EXPECT_FALSE(decode_entry(ByteView(found, sizeof found), std::string_view("kkkkkk"), true, &why));
+  EXPECT_NE(why.find("padding"), std::string::npos) << why;
+}
+
 namespace {
 std::string repetitive(size_t n) {
   std::string s;
