@@ -4,14 +4,34 @@
  * WAL database keyed by the digest (the SQLite floor). No checks, no recency, no counters.
  * Usage: floor_hit SOURCE CUBIN OUT          the cubin from a file
  *        floor_hit SOURCE --db DB OUT        the cubin from DB (made by --make-db)
- *        floor_hit SOURCE --make-db DB CUBIN */
+ *        floor_hit SOURCE --make-db DB CUBIN
+ * With PCACHE_BENCH_PHASES=FILE it writes the CLOCK_MONOTONIC time (ns) of each phase's end, one a
+ * line, as bench/fresh_hit.c does: main reached, source read, key derived, cubin fetched (the
+ * database opened and the SELECT stepped, or the file read), cubin written, database closed. */
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <sqlite3.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static char buf[16 << 20];
+static long long marks[8];
+static int marked;
+
+static void mark(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  if (marked < 8) marks[marked++] = (long long)t.tv_sec * 1000000000LL + t.tv_nsec;
+}
+
+static void write_marks(void) {
+  const char *path = getenv("PCACHE_BENCH_PHASES");
+  FILE *f = path && *path ? fopen(path, "w") : NULL;
+  for (int i = 0; f && i < marked; ++i) fprintf(f, "%lld\n", marks[i]);
+  if (f) fclose(f);
+}
 
 static size_t read_all(const char *path, char *to, size_t cap) {
   FILE *in = fopen(path, "rb");
@@ -34,17 +54,28 @@ static sqlite3_stmt *prepare(sqlite3 *db, const char *sql, const unsigned char *
 }
 
 int main(int argc, char **argv) {
+  mark();
   if (argc != 4 && argc != 5) return 2;
   OPENSSL_init_crypto(OPENSSL_INIT_NO_LOAD_CONFIG | OPENSSL_INIT_NO_ADD_ALL_CIPHERS |
                           OPENSSL_INIT_NO_ADD_ALL_DIGESTS,
                       NULL);
   const size_t n = read_all(argv[1], buf, sizeof buf);
+  mark();
   EVP_MD *md = EVP_MD_fetch(NULL, "BLAKE2B-512", NULL);
   unsigned char key[64];
   unsigned int key_size = 0;
   if (!n || !md || !EVP_Digest(buf, n, key, &key_size, md, NULL)) return 1;
   EVP_MD_free(md);
-  if (argc == 4) return write_all(argv[3], buf, read_all(argv[2], buf, sizeof buf));
+  mark();
+  if (argc == 4) {
+    const size_t size = read_all(argv[2], buf, sizeof buf);
+    mark();
+    const int rc = write_all(argv[3], buf, size);
+    mark();
+    mark();
+    write_marks();
+    return rc;
+  }
   sqlite3 *db = NULL;
   if (sqlite3_open(argv[3], &db) != SQLITE_OK) return 1;
   int rc = 1;
@@ -64,10 +95,15 @@ int main(int argc, char **argv) {
     sqlite3_db_config(db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, NULL);
     sqlite3_file_control(db, "main", SQLITE_FCNTL_PERSIST_WAL, &persist);
     sqlite3_stmt *s = prepare(db, "SELECT v FROM t WHERE k = ?1", key);
-    if (s && sqlite3_step(s) == SQLITE_ROW)
+    if (s && sqlite3_step(s) == SQLITE_ROW) {
+      mark();
       rc = write_all(argv[4], sqlite3_column_blob(s, 0), (size_t)sqlite3_column_bytes(s, 0));
+      mark();
+    }
     sqlite3_finalize(s);
   }
   sqlite3_close(db);
+  mark();
+  write_marks();
   return rc;
 }

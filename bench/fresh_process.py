@@ -10,7 +10,7 @@ the same run (runs alternate, so that machine noise falls on all of them):
 - `progcache compile` of the same kernel (a hit) against the self-contained floor;
 - `progcache version` against `noop`, a C process that does nothing.
 
-And where the SQLite hit's time goes, phase by phase (phase_breakdown).
+And where the SQLite hit's time goes, phase by phase, beside its floor's phases (phase_breakdown).
 
 Prints one JSON line: medians in ms and the ratios, and the phases in us.
 Usage: fresh_process.py PROGCACHE FRESH_HIT READ_WRITE FLOOR_HIT NOOP KERNEL.cu [RUNS]
@@ -32,24 +32,28 @@ def timed(argv, env):
 
 
 PHASES = ("start", "read source", "open", "compile (a hit)", "write", "close", "exit")
+FLOOR_PHASES = ("start", "read source", "key", "open + SELECT", "write", "close", "exit")
 
 
-def phase_breakdown(app, env, marks_file, runs):
-    """Where a SQLite hit's time goes: fresh_hit's marks (CLOCK_MONOTONIC, the clock
-    time.monotonic_ns reads) between this process's start and end of each run. "start" is
-    spawning, exec, loading and relocating the libraries and their constructors; "exit" is
-    returning from main, the destructors and atexit handlers, and the wait. Medians in us."""
-    spans = {name: [] for name in PHASES}
+def phase_breakdown(programs, marks_file, runs):
+    """Where a SQLite hit's time goes: each program's marks (CLOCK_MONOTONIC, the clock
+    time.monotonic_ns reads; fresh_hit.c, floor_hit.c) between this process's start and end of
+    each run, the programs alternated. "start" is spawning, exec, loading and relocating the
+    libraries and their constructors; "exit" is returning from main, the destructors and atexit
+    handlers, and the wait. programs: {name: (argv, env, phase names)}. Medians in us."""
+    spans = {name: {phase: [] for phase in phases} for name, (_, _, phases) in programs.items()}
     for _ in range(runs):
-        t0 = time.monotonic_ns()
-        subprocess.run(app, env=dict(env, PCACHE_BENCH_PHASES=marks_file), check=True)
-        t1 = time.monotonic_ns()
-        with open(marks_file) as f:
-            marks = [int(line) for line in f]
-        edges = [t0] + marks[:1] + marks[1:] + [t1]
-        for name, (a, b) in zip(PHASES, zip(edges, edges[1:])):
-            spans[name].append((b - a) / 1e3)
-    return {name: round(statistics.median(v), 1) for name, v in spans.items()}
+        for name, (argv, env, phases) in programs.items():
+            t0 = time.monotonic_ns()
+            subprocess.run(argv, env=dict(env, PCACHE_BENCH_PHASES=marks_file), check=True)
+            t1 = time.monotonic_ns()
+            with open(marks_file) as f:
+                marks = [int(line) for line in f]
+            edges = [t0] + marks + [t1]
+            for phase, (a, b) in zip(phases, zip(edges, edges[1:])):
+                spans[name][phase].append((b - a) / 1e3)
+    return {name: {phase: round(statistics.median(v), 1) for phase, v in by_phase.items()}
+            for name, by_phase in spans.items()}
 
 
 def main():
@@ -84,7 +88,10 @@ def main():
         for _ in range(runs):
             for name, (argv, env) in cases.items():
                 times[name].append(timed(argv, env))
-        phases = phase_breakdown(app, sqlite_env, out("marks"), runs)
+        phases = phase_breakdown({
+            "app": (app, sqlite_env, PHASES),
+            "floor": ([floor_hit, k, "--db", db, out("copy.cubin")], base, FLOOR_PHASES),
+        }, out("marks"), runs)
     med = {name: statistics.median(t) for name, t in times.items()}
     ratio = lambda a, b: round(med[a] / med[b], 2)
     result = {"runs": runs}
@@ -97,7 +104,8 @@ def main():
         "app_filestream_ratio": ratio("app_filestream", "floor"),
         "cli_ratio": ratio("cli", "floor"),
     })
-    result["phases_us"] = phases
+    result["phases_us"] = phases["app"]
+    result["floor_phases_us"] = phases["floor"]
     print(json.dumps(result))
 
 

@@ -187,6 +187,13 @@ if fresh and "sqlite_ratio" in fresh:
                   "libraries and their constructors, \"exit\" returning from `main`, destructors and the wait):", "",
                   "| " + " | ".join(phases) + " | total |", "|" + " --- |" * (len(phases) + 1),
                   "| " + " | ".join("%.0f" % v for v in phases.values()) + " | %.0f |" % sum(phases.values())]
+    floor_phases = fresh.get("floor_phases_us")
+    if floor_phases:
+        lines += ["", "And its floor's, `floor_hit --db`, alternated with it (the same marks in `bench/floor_hit.c`;",
+                  "its start loads libcrypto and SQLite, which `fresh_hit` opens in \"open\" and \"compile\"):", "",
+                  "| " + " | ".join(floor_phases) + " | total |", "|" + " --- |" * (len(floor_phases) + 1),
+                  "| " + " | ".join("%.0f" % v for v in floor_phases.values()) +
+                  " | %.0f |" % sum(floor_phases.values())]
 startup = next((o["result"] for o in ops if o["name"] == "dropin-startup"), None)
 if startup and "warm_ms" in startup:
     r = startup["real_over_warm"]
