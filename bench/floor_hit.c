@@ -12,26 +12,11 @@
 #include <openssl/evp.h>
 #include <sqlite3.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <time.h>
+
+#include "phase_marks.h"
 
 static char buf[16 << 20];
-static long long marks[8];
-static int marked;
-
-static void mark(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  if (marked < 8) marks[marked++] = (long long)t.tv_sec * 1000000000LL + t.tv_nsec;
-}
-
-static void write_marks(void) {
-  const char *path = getenv("PCACHE_BENCH_PHASES");
-  FILE *f = path && *path ? fopen(path, "w") : NULL;
-  for (int i = 0; f && i < marked; ++i) fprintf(f, "%lld\n", marks[i]);
-  if (f) fclose(f);
-}
 
 static size_t read_all(const char *path, char *to, size_t cap) {
   FILE *in = fopen(path, "rb");

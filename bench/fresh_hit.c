@@ -7,24 +7,8 @@
  * written, cache closed; fresh_process.py adds the start and the end it sees from outside. */
 #include <progcache/progcache.h>
 #include <stdio.h>
-#include <stdlib.h>
-#include <time.h>
 
-static long long marks[8];
-static int marked;
-
-static void mark(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  if (marked < 8) marks[marked++] = (long long)t.tv_sec * 1000000000LL + t.tv_nsec;
-}
-
-static void write_marks(void) {
-  const char *path = getenv("PCACHE_BENCH_PHASES");
-  FILE *f = path && *path ? fopen(path, "w") : NULL;
-  for (int i = 0; f && i < marked; ++i) fprintf(f, "%lld\n", marks[i]);
-  if (f) fclose(f);
-}
+#include "phase_marks.h"
 
 int main(int argc, char **argv) {
   mark();
