@@ -80,8 +80,12 @@ namespace {
 
 // Zero padding after the metadata puts the payload on a 16-byte boundary of the record (and so
 // of every buffer holding it): drivers parse cubins as ELF structures in place.
+uint64_t padding_after(uint64_t key_size, uint64_t meta_size) {
+  return (16 - (kEntryHeaderSize + key_size + meta_size) % 16) % 16;
+}
+
 size_t padding_for(ByteView key, ByteView meta) {
-  return (16 - (kEntryHeaderSize + key.size + meta.size) % 16) % 16;
+  return size_t(padding_after(key.size, meta.size));
 }
 
 // Writes the header (without checksum and MAC) and key|meta|padding; returns where the stored
@@ -215,8 +219,7 @@ std::optional<uint64_t> entry_payload_size_checked(ByteView head, uint64_t recor
   const uint64_t flags = load_le(head.data + 6, 2);
   const uint64_t key_size = load_le(head.data + 8, 4), meta_size = load_le(head.data + 12, 4);
   const uint64_t payload_size = load_le(head.data + 16, 8), pad = load_le(head.data + 24, 4);
-  if ((flags & ~uint64_t(kFlagMac | kFlagZstd)) || pad >= 16 ||
-      (kEntryHeaderSize + key_size + meta_size + pad) % 16 != 0)
+  if ((flags & ~uint64_t(kFlagMac | kFlagZstd)) || pad != padding_after(key_size, meta_size))
     return std::nullopt;
   const uint64_t prefix = kEntryHeaderSize + key_size + meta_size + pad;
   if (prefix > record_size) return std::nullopt;
@@ -266,8 +269,7 @@ std::optional<EntryParts> parse_entry(ByteView record, std::string *why) {
   const uint64_t pad = load_le(p + 24, 4);
   // Only encode_entry's layout: the payload on the next 16-byte boundary, behind zero bytes (a
   // record that parses re-encodes to itself; entry_payload_size_checked holds readers to it too).
-  if (pad >= 16 || load_le(p + 28, 4) != 0 ||
-      (kEntryHeaderSize + key_size + meta_size + pad) % 16 != 0)
+  if (pad != padding_after(key_size, meta_size) || load_le(p + 28, 4) != 0)
     return fail("bad entry padding field");
   const uint64_t body = record.size - kEntryHeaderSize;
   const bool compressed = flags & kFlagZstd;
