@@ -352,21 +352,23 @@ const char *pcache_version_string(void) {
 pcache_status pcache_make_key(const pcache_program *program, uint8_t *key_out) {
   return guarded(__func__, [&] {
     if (!key_out) throw invalid("key_out is NULL");
-    const progcache::ProgramDesc desc = to_desc(program);
+    // One description per thread, refilled by each call: two allocations fewer a key.
+    thread_local progcache::ProgramDesc reused;
+    read_program(program, &reused);
+    const progcache::ProgramDesc &desc = reused;
     if (desc.code_type != progcache::CodeType::cxx) {  // every input is in the program
-      const progcache::Key key = progcache::derive_key(desc);
+      const progcache::Key key = progcache::program_digest(desc);
       std::memcpy(key_out, key.data(), key.size());
       return PCACHE_OK;
     }
     const progcache::ParsedOptions &options = progcache::program_options(desc);  // refuse early
     if (!options.uncacheable.empty())
       throw invalid("this program cannot be keyed: " + options.uncacheable);
-    const progcache::IncludeScan scan = progcache::scan_includes(desc, nullptr);
+    const progcache::ContentDigest digest = progcache::program_digest(desc);
+    const progcache::IncludeScan scan = progcache::scan_includes(desc, nullptr, &digest);
     if (!scan.uncacheable.empty())
       throw invalid("this program cannot be keyed: " + scan.uncacheable);
-    progcache::KeyContext context;
-    context.fields = progcache::scan_fields(scan);
-    const progcache::Key key = progcache::derive_key(desc, &context);
+    const progcache::Key key = progcache::standalone_key(digest, progcache::scan_fields(scan));
     std::memcpy(key_out, key.data(), key.size());
     return PCACHE_OK;
   });

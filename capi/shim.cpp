@@ -86,12 +86,19 @@ ByteView need_key(const void *key, size_t key_size) {
 
 std::vector<std::string_view> string_list(const char *const *list, size_t n, const char *what) {
   std::vector<std::string_view> v;
+  read_string_list(list, n, what, &v);
+  return v;
+}
+
+void read_string_list(const char *const *list, size_t n, const char *what,
+                      std::vector<std::string_view> *into) {
+  into->clear();
   if (n && !list) throw invalid(std::string(what) + " is NULL with a non-zero count");
+  into->reserve(n);
   for (size_t i = 0; i < n; ++i) {
     if (!list[i]) throw invalid(std::string(what) + "[" + std::to_string(i) + "] is NULL");
-    v.emplace_back(list[i]);
+    into->emplace_back(list[i]);
   }
-  return v;
 }
 
 namespace {
@@ -111,14 +118,20 @@ void refuse_unknown_fields(const void *s, size_t known, uint32_t struct_size, co
 }  // namespace
 
 progcache::ProgramDesc to_desc(const pcache_program *program) {
+  progcache::ProgramDesc d;
+  read_program(program, &d);
+  return d;
+}
+
+void read_program(const pcache_program *program, progcache::ProgramDesc *into) {
   if (!program) throw invalid("program is NULL");
   if (program->struct_size < kProgramV1Size)
     throw invalid("program->struct_size " + std::to_string(program->struct_size) +
                   " is too small (fill it with pcache_program_init)");
   refuse_unknown_fields(program, sizeof(pcache_program), program->struct_size, "program");
   const pcache_program &p = *program;
-  progcache::ProgramDesc d;
-  if (p.name) d.name = p.name;
+  progcache::ProgramDesc &d = *into;
+  d.name = p.name ? std::string_view(p.name) : progcache::ProgramDesc().name;
   if (p.code_type < PCACHE_CODE_CXX || p.code_type > PCACHE_CODE_NVVM)
     throw invalid("program->code_type " + std::to_string(p.code_type) + " is not a PCACHE_CODE_*");
   d.code_type = static_cast<progcache::CodeType>(p.code_type);
@@ -128,7 +141,7 @@ progcache::ProgramDesc to_desc(const pcache_program *program) {
   d.nvrtc_version = p.nvrtc_version;
   if (!p.source) throw invalid("program->source is NULL");
   d.source = ByteView(p.source, p.source_size ? p.source_size : std::strlen(p.source));
-  d.options = string_list(p.options, p.num_options, "options");
+  read_string_list(p.options, p.num_options, "options", &d.options);
   const auto names = string_list(p.header_names, p.num_headers, "header_names");
   auto sources = string_list(p.header_sources, p.num_headers, "header_sources");
   const bool has_sizes =
@@ -136,12 +149,18 @@ progcache::ProgramDesc to_desc(const pcache_program *program) {
       p.header_sizes;
   for (size_t i = 0; has_sizes && i < sources.size(); ++i)
     sources[i] = std::string_view(p.header_sources[i], p.header_sizes[i]);
+  d.headers.clear();
+  d.headers.reserve(names.size());
   for (size_t i = 0; i < names.size(); ++i) d.headers.emplace_back(names[i], sources[i]);
-  d.name_expressions = string_list(p.name_expressions, p.num_name_expressions, "name_expressions");
+  read_string_list(p.name_expressions, p.num_name_expressions, "name_expressions",
+                   &d.name_expressions);
   if (p.extra_digest_size && !p.extra_digest)
     throw invalid("extra_digest is NULL with a non-zero size");
+  d.extra_digest.reset();
   if (p.extra_digest) d.extra_digest = ByteView(p.extra_digest, p.extra_digest_size);
-  return d;
+  d.link_inputs.clear();
+  d.source_digest.reset();
+  d.parsed_options.reset();
 }
 
 progcache::ProgramDesc link_desc(const pcache_link_job *job) {

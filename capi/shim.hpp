@@ -119,10 +119,16 @@ ByteView need_key(const void *key, size_t key_size);
 progcache::Cache &need_counters(pcache *cache);
 // Reads a pcache_program into the core's description (pointers stay the caller's).
 progcache::ProgramDesc to_desc(const pcache_program *program);
+// The same into *INTO, every field set again, its vectors' storage reused (a hot caller keeps
+// one description per thread instead of allocating one per call).
+void read_program(const pcache_program *program, progcache::ProgramDesc *into);
 // Reads a pcache_link_job into a link program (code_type link; pointers stay the caller's).
 // Unnamed inputs keep an empty name here; the link names them "input<i>".
 progcache::ProgramDesc link_desc(const pcache_link_job *job);
 // C string arrays as views; throws invalid_arg naming `what` for NULL pointers.
 std::vector<std::string_view> string_list(const char *const *list, size_t n, const char *what);
+// The same into *INTO (cleared first, its storage reused).
+void read_string_list(const char *const *list, size_t n, const char *what,
+                      std::vector<std::string_view> *into);
 
 }  // namespace progcache::shim

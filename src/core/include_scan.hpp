@@ -39,8 +39,11 @@ struct IncludeScan {
 // Scans program (its source, in-memory headers and include options as program_options parses
 // them). Relative paths are taken from the current directory, as NVRTC takes them. File facts
 // come from core/file_facts.hpp's memos (may be null). Throws only for running out of memory
-// or refused options; unreadable files make the scan uncacheable.
-IncludeScan scan_includes(const ProgramDesc &program, MemoStore *memos);
+// or refused options; unreadable files make the scan uncacheable. PROGRAM_ID, where given, is
+// program_digest(program): the scans this process kept are then found by it (pcache_make_key
+// hashes the source once, for its key) instead of by a digest of the source of their own.
+IncludeScan scan_includes(const ProgramDesc &program, MemoStore *memos,
+                          const ContentDigest *program_id = nullptr);
 
 // The scan as key fields ("file PATH" -> digest or "absent"), for derive_key.
 std::vector<KeyField> scan_fields(const IncludeScan &scan);

@@ -30,6 +30,14 @@ constexpr std::string_view kSchemaSha256 = "progcache-key/4/sha256";
 // What observations are filed under: a different schema, so never an entry's key.
 constexpr std::string_view kIdentityBlake2 = "progcache-identity/4/blake2b-512/256";
 constexpr std::string_view kIdentitySha256 = "progcache-identity/4/sha256";
+// pcache_make_key's keys (never a compile's: it knows no NVRTC build), since 0.5: the program's
+// fields first and its source last, in one digest (schema 4 digested the source on its own and
+// keyed that digest, two digests where one does: bench/analysis.md); where the include scan found
+// files read, the key is a second digest of the program's and of those.
+constexpr std::string_view kProgramBlake2 = "progcache-program/5/blake2b-512/256";
+constexpr std::string_view kProgramSha256 = "progcache-program/5/sha256";
+constexpr std::string_view kReadsBlake2 = "progcache-key/5/reads/blake2b-512/256";
+constexpr std::string_view kReadsSha256 = "progcache-key/5/reads/sha256";
 
 // How NVRTC treats an option's repetitions and what else it implies.
 enum class OptKind {
@@ -276,7 +284,7 @@ namespace {
 
 struct Algo {
   DigestOps ops;
-  std::string_view schema, identity_schema;
+  std::string_view schema, identity_schema, program_schema, reads_schema;
   const char *name = "";
   bool from_default_provider = false;
 };
@@ -295,6 +303,8 @@ const Algo &algo() {
     Algo r;
     r.schema = kSchemaBlake2;
     r.identity_schema = kIdentityBlake2;
+    r.program_schema = kProgramBlake2;
+    r.reads_schema = kReadsBlake2;
     r.name = "blake2b";
     std::optional<DigestOps> direct;
     if (!config_loaded && !test_hooks::force_sha256() && !test_hooks::fetch_digests())
@@ -305,6 +315,8 @@ const Algo &algo() {
       md = crypto.EVP_MD_fetch(nullptr, "SHA256", nullptr);
       r.schema = kSchemaSha256;
       r.identity_schema = kIdentitySha256;
+      r.program_schema = kProgramSha256;
+      r.reads_schema = kReadsSha256;
       r.name = "sha256";
     }
     if (!direct && !md) return;  // kept for the process otherwise, as the contexts need it
@@ -346,6 +358,17 @@ class DigestContextPool {
   std::vector<void *> free_;
 };
 
+// A field as keys encode it: tag, length, value, so that no two different field sequences give
+// the same bytes. SINK has raw(data, size).
+template <typename Sink>
+void encode_field(Sink &sink, uint8_t tag, ByteView v) {
+  uint8_t head[9];
+  head[0] = tag;
+  store_le(head + 1, v.size, 8);
+  sink.raw(head, sizeof head);
+  sink.raw(v.data, v.size);
+}
+
 class Hasher {
  public:
   Hasher() : ops_(algo().ops), ctx_(DigestContextPool::this_thread().take()) {
@@ -364,17 +387,7 @@ class Hasher {
     flush();
     update(d, n);
   }
-  void u64(uint64_t v) {
-    uint8_t b[8];
-    store_le(b, v, 8);
-    raw(b, 8);
-  }
-  // Tag + length prefix: no two different field sequences produce the same byte stream.
-  void field(uint8_t tag, ByteView v) {
-    raw(&tag, 1);
-    u64(v.size);
-    raw(v.data, v.size);
-  }
+  void field(uint8_t tag, ByteView v) { encode_field(*this, tag, v); }
   Key finish() {
     flush();
     uint8_t out[EVP_MAX_MD_SIZE];
@@ -425,6 +438,9 @@ enum Tag : uint8_t {
   kTagFieldCount,
   kTagLinkInputCount,  // since schema 4's link step: appended, so no earlier tag moves
   kTagLinkInput,
+  kTagSourceLast,    // schema 5's fields: the source is the bytes after their digest
+  kTagFieldsDigest,  // schema 5's program digest: the digest of its other fields
+  kTagProgram,       // schema 5's key with reads: the program's digest
 };
 
 std::string number_text(uint64_t v) {
@@ -447,8 +463,27 @@ std::string short_digest(ByteView v) {
 // (the entry's key, not the identity's).
 using Described = std::pair<std::string, std::string>;
 
+// A field's name (a path, a variable) is part of what it says: hashed with its value.
+std::string named_value(const KeyField &f) {
+  return f.name + std::string(1, '\0') + f.value;
+}
+
 template <typename Visit>
-void walk(const ProgramDesc &p, const KeyContext *context, bool with_fields, Visit &&visit) {
+void walk_fields(const std::vector<KeyField> &fields, Visit &&visit) {
+  uint8_t count[8];
+  store_le(count, fields.size(), 8);
+  visit(kTagFieldCount, ByteView(count, 8), [] { return Described(); });
+  for (const KeyField &f : fields)
+    visit(f.tag, named_value(f), [&] { return Described(f.name, f.shown); });
+}
+
+// How the walk gives the source: by its digest in its place (schema 4), or as a mark whose
+// bytes the caller appends after the walk (schema 5's program digest).
+enum class SourceAs { digest, last };
+
+template <typename Visit>
+void walk(const ProgramDesc &p, const KeyContext *context, bool with_fields, SourceAs source_as,
+          Visit &&visit) {
   static const char *const kCodeTypes[] = {"c++", "ptx", "nvvm", "link"};
   static const char *const kTargets[] = {"cubin", "ptx", "ltoir", "nvrtc"};
   static const char *const kInputKinds[] = {"cubin", "ptx", "ltoir", "fatbin", "object", "library"};
@@ -475,9 +510,13 @@ void walk(const ProgramDesc &p, const KeyContext *context, bool with_fields, Vis
   else
     number(kTagNvrtcVersion, p.nvrtc_version,
            [&] { return Described("nvrtc_version", std::to_string(p.nvrtc_version)); });
-  const ContentDigest &source = source_digest(p);
-  visit(kTagSource, ByteView(source.data(), source.size()),
-        [&] { return Described("source", short_digest(p.source)); });
+  auto show_source = [&] { return Described("source", short_digest(p.source)); };
+  if (source_as == SourceAs::last) {
+    visit(kTagSourceLast, ByteView(), show_source);
+  } else {
+    const ContentDigest &source = source_digest(p);
+    visit(kTagSource, ByteView(source.data(), source.size()), show_source);
+  }
   number(kTagOptionCount, options.size(),
          [&] { return Described("options", std::to_string(options.size())); });
   for (size_t i = 0; i < options.size(); ++i)
@@ -496,8 +535,14 @@ void walk(const ProgramDesc &p, const KeyContext *context, bool with_fields, Vis
     visit(kTagHeaderSource, text,
           [&] { return Described("header " + std::string(name), short_digest(text)); });
   }
-  auto exprs = p.name_expressions;
-  std::sort(exprs.begin(), exprs.end());
+  // Sorted into a copy only when they are not in order already (an allocation per key).
+  std::vector<std::string_view> sorted_exprs;
+  const bool in_order = std::is_sorted(p.name_expressions.begin(), p.name_expressions.end());
+  if (!in_order) {
+    sorted_exprs = p.name_expressions;
+    std::sort(sorted_exprs.begin(), sorted_exprs.end());
+  }
+  const std::vector<std::string_view> &exprs = in_order ? p.name_expressions : sorted_exprs;
   number(kTagNameExprCount, exprs.size(), [&] {
     std::string joined;
     for (std::string_view e : exprs)
@@ -526,23 +571,85 @@ void walk(const ProgramDesc &p, const KeyContext *context, bool with_fields, Vis
     }
   }
   if (!context) return;
-  // A field's name (a path, a variable) is part of what it says: hashed with its value.
-  auto named = [](const KeyField &f) { return f.name + std::string(1, '\0') + f.value; };
   for (const KeyField &f : context->environment)
-    visit(kTagEnvironment, named(f), [&] { return Described(f.name, f.shown); });
-  if (!with_fields) return;
-  number(kTagFieldCount, context->fields.size(), [] { return Described(); });
-  for (const KeyField &f : context->fields)
-    visit(f.tag, named(f), [&] { return Described(f.name, f.shown); });
+    visit(kTagEnvironment, named_value(f), [&] { return Described(f.name, f.shown); });
+  if (with_fields) walk_fields(context->fields, visit);
 }
 
 Key hash_walk(const ProgramDesc &p, const KeyContext *context, bool with_fields,
               std::string_view schema) {
   Hasher h;
   h.field(kTagSchema, schema);
-  walk(p, context, with_fields, [&](uint8_t tag, ByteView value, auto &&) { h.field(tag, value); });
+  walk(p, context, with_fields, SourceAs::digest,
+       [&](uint8_t tag, ByteView value, auto &&) { h.field(tag, value); });
   return h.finish();
 }
+
+// A program's fields as encoded for schema 5, gathered in a buffer the thread reuses (grown,
+// never shrunk; memcpy, as std::string::append's checks per field were a tenth of a small key).
+class FieldBuffer {
+ public:
+  void raw(const void *d, size_t n) {
+    if (!n) return;
+    if (used_ + n > bytes_.size()) bytes_.resize(std::max(bytes_.size() * 2, used_ + n));
+    std::memcpy(bytes_.data() + used_, d, n);
+    used_ += n;
+  }
+  std::string_view view() const { return {bytes_.data(), used_}; }
+  // Not inlined: GCC then derived the thread-local's address again (a __tls_get_addr call) at
+  // each of the walk's fields, 27 calls a key.
+  [[gnu::noinline]] static FieldBuffer &this_thread_empty() {
+    thread_local FieldBuffer buffer;
+    buffer.used_ = 0;
+    // Grown by large in-memory headers or link inputs: not kept at that size by the thread.
+    if (buffer.bytes_.size() > kKeptSize) std::string(kKeptSize, '\0').swap(buffer.bytes_);
+    return buffer;
+  }
+
+ private:
+  static constexpr size_t kKeptSize = 64 * 1024;
+  std::string bytes_ = std::string(1024, '\0');
+  size_t used_ = 0;
+};
+
+// The digests of the fields this thread encoded last: a process keys many sources with one name,
+// target and set of options, and for a small source those fields (a few hundred bytes, three
+// BLAKE2b blocks) cost a third of the key. Their digest is kept, and the program's digest is
+// that of 41 bytes and the source: its blocks are the source's, plus at most one.
+class RecentFieldDigests {
+ public:
+  const ContentDigest &digest(std::string_view fields) {
+    for (Slot &slot : slots_)
+      if (slot.filled && slot.fields == fields) return slot.digest;
+    Hasher h;
+    h.field(kTagSchema, algo().program_schema);
+    h.raw(fields.data(), fields.size());
+    const ContentDigest digest = h.finish();
+    // Kept up to a size (in-memory headers or link inputs can be large): beyond it, a slot of
+    // its own that is never matched. Emptied first, so that a failed copy leaves no slot whose
+    // digest is not its fields'.
+    Slot &slot = fields.size() <= kMaxKept ? slots_[next_++ % kSlots] : unkept_;
+    slot.filled = false;
+    if (&slot != &unkept_) slot.fields.assign(fields);
+    slot.digest = digest;
+    slot.filled = &slot != &unkept_;
+    return slot.digest;
+  }
+  static RecentFieldDigests &this_thread() {
+    thread_local RecentFieldDigests recent;
+    return recent;
+  }
+
+ private:
+  static constexpr size_t kSlots = 4, kMaxKept = 16 * 1024;
+  struct Slot {
+    std::string fields;
+    ContentDigest digest{};
+    bool filled = false;
+  };
+  Slot slots_[kSlots], unkept_;
+  size_t next_ = 0;
+};
 
 }  // namespace
 
@@ -618,10 +725,14 @@ namespace {
 // Parsing is a function of the strings alone, so an equal list reuses the result.
 class RecentOptions {
  public:
+  // Lengths first: string_view's == compares the common prefix before the lengths.
+  static bool same_text(std::string_view a, const std::string &b) {
+    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size()) == 0;
+  }
   std::shared_ptr<const ParsedOptions> parsed(const std::vector<std::string_view> &options) {
     for (Slot &slot : slots_)
       if (slot.parsed &&
-          std::equal(options.begin(), options.end(), slot.raw.begin(), slot.raw.end()))
+          std::equal(options.begin(), options.end(), slot.raw.begin(), slot.raw.end(), same_text))
         return slot.parsed;
     auto parsed = std::make_shared<const ParsedOptions>(parse_options(options));
     Slot &slot = slots_[next_++ % kSlots];
@@ -665,10 +776,31 @@ Key derive_key(const ProgramDesc &p, const KeyContext *context) {
   return hash_walk(p, context, true, algo().schema);
 }
 
+ContentDigest program_digest(const ProgramDesc &p) {
+  FieldBuffer &fields = FieldBuffer::this_thread_empty();
+  walk(p, nullptr, false, SourceAs::last,
+       [&](uint8_t tag, ByteView value, auto &&) { encode_field(fields, tag, value); });
+  const ContentDigest &of_fields = RecentFieldDigests::this_thread().digest(fields.view());
+  Hasher h;
+  h.field(kTagSchema, algo().program_schema);
+  h.field(kTagFieldsDigest, ByteView(of_fields.data(), of_fields.size()));
+  h.raw(p.source.data, p.source.size);
+  return h.finish();
+}
+
+Key standalone_key(const ContentDigest &program, const std::vector<KeyField> &reads) {
+  if (reads.empty()) return program;
+  Hasher h;
+  h.field(kTagSchema, algo().reads_schema);
+  h.field(kTagProgram, ByteView(program.data(), program.size()));
+  walk_fields(reads, [&](uint8_t tag, ByteView value, auto &&) { h.field(tag, value); });
+  return h.finish();
+}
+
 std::vector<std::pair<std::string, std::string>> key_fields(const ProgramDesc &p,
                                                             const KeyContext *context) {
   std::vector<std::pair<std::string, std::string>> f;
-  walk(p, context, true, [&](uint8_t, ByteView, auto &&describe) {
+  walk(p, context, true, SourceAs::digest, [&](uint8_t, ByteView, auto &&describe) {
     Described d = describe();
     if (!d.first.empty()) f.push_back(std::move(d));
   });

@@ -104,6 +104,15 @@ struct KeyContext {
 // the environment and the fields. Throws Error(invalid_arg) for refused inputs.
 [[nodiscard]] Key derive_key(const ProgramDesc &program, const KeyContext *context = nullptr);
 
+// pcache_make_key's keys (schema 5; never a compile's key, which names the exact NVRTC build).
+// program_digest: the program's fields (derive_key's, without a context) and then its source, in
+// one digest, so that a small source costs about its own BLAKE2b (the fields' digest state is
+// kept per thread for the next program with equal fields). standalone_key: that digest where
+// READS (the include scan's fields) is empty, else a digest of it and of READS. Both throw
+// Error(invalid_arg) for refused inputs and Error(internal) if OpenSSL fails.
+[[nodiscard]] ContentDigest program_digest(const ProgramDesc &program);
+[[nodiscard]] Key standalone_key(const ContentDigest &program, const std::vector<KeyField> &reads);
+
 // The key's inputs one by one, for explaining a miss: ("source", digest), ("option[0]",
 // "--gpu-architecture=sm_90"), ("file inc/a.h", digest), ... Large ones shown as a digest.
 // Throws like derive_key.

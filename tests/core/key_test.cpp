@@ -322,6 +322,54 @@ TEST(Key, IncludeManifestsAreFiledByProgramNotByDirectory) {
   EXPECT_NE(lb.key(), lb_key) << "lb was keyed by la's headers";
 }
 
+// pcache_make_key keeps, per thread, its last description, the digests of recent programs' fields
+// and the last scan: a key must never depend on what the thread keyed before.
+TEST(Key, AKeyDoesNotDependOnWhatTheThreadKeyedBefore) {
+  std::vector<Prog> programs;
+  auto add = [&](auto change) {
+    Prog p = base();
+    change(p);
+    programs.push_back(p);
+  };
+  add([](Prog &) {});
+  add([](Prog &p) { p.name = "other.cu"; });
+  add([](Prog &p) { p.source = std::string(1024, 'x'); });
+  add([](Prog &p) { p.options = {"-arch=sm_80"}; });
+  add([](Prog &p) { p.target = PCACHE_TARGET_PTX; });
+  add([](Prog &p) {
+    p.has_digest = true;
+    p.digest = "d";
+  });
+  add([](Prog &p) {  // no headers and no name expression after calls with them
+    p.header_names.clear();
+    p.header_sources.clear();
+    p.exprs.clear();
+  });
+  add([](Prog &p) { p.header_sources = {std::string(20000, 'h')}; });  // fields beyond the kept
+  add([](Prog &p) { p.code_type = PCACHE_CODE_PTX; });
+  add([](Prog &p) { p.options = {"-DA", "-DB", "-DC", "-DD", "-DE"}; });
+
+  // Each key made first by a thread of its own, with nothing kept.
+  std::vector<std::string> alone;
+  for (const Prog &p : programs) std::thread([&] { alone.push_back(p.key()); }).join();
+  for (size_t i = 0; i < alone.size(); ++i)
+    for (size_t j = 0; j < i; ++j) EXPECT_NE(alone[i], alone[j]) << i << " and " << j;
+
+  // Then in one thread, in orders that cycle every kept slot, with failed calls between.
+  Prog broken = base();
+  broken.options = {"-arch"};  // a value missing
+  std::string ignored;
+  for (int round = 0; round < 3; ++round) {
+    for (size_t n = 0; n < programs.size(); ++n) {
+      const size_t i = (n * 7 + size_t(round)) % programs.size();
+      EXPECT_EQ(programs[i].key(), alone[i]) << "program " << i << ", round " << round;
+      if (n % 3 == 0) {
+        EXPECT_EQ(broken.key(&ignored), PCACHE_ERR_INVALID_ARG);
+      }
+    }
+  }
+}
+
 TEST(Key, BadInputsAreInvalid) {
   uint8_t k[PCACHE_KEY_SIZE];
   EXPECT_EQ(pcache_make_key(nullptr, k), PCACHE_ERR_INVALID_ARG);

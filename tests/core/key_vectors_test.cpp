@@ -69,10 +69,11 @@ TEST(KeyVectors, FixedProgramsKeepTheirKeys) {
   keys.emplace_back("PTX to a cubin", key_of(x));
 
   const std::vector<std::string> expected = {
-      "4d962666b7572ba210103b2dd76dcc17a46ed149e50c922b7d0c719bc54ae4dc",
-      "377793a594bf7efd655556ec70567ddd4ec73a51a70d89f0b7c8ae0550580be3",
-      "accb12014d1da60d3d1805e8f4ea9f37e6026d5132deb376e5833f3c3178b461",
-      "0ba8fbbb53d3ae8ca4ddedaec20c6e052ac1539ba8333c93f9912981bd87a733",
+      // Schema 5 (0.5): the program's fields, then its source, in one digest.
+      "9e0caf1dfbcf2a30c62fe7fc53f35ceb3ed2393c0afd55ce0010ee35d36b27e6",
+      "545876195daa98bf69b824744d050b79a7e58cafb6077ffcb6429d3e9e89bd9b",
+      "cb0238868996b051160bd59bece221f2b89d3d7b4ba25c483a370f2475f683f6",
+      "a632ccb643827c3d6a2b4d74507c9e2dabd8328bba581d7d4e89130e193da4de",
   };
   std::string derived;
   for (const auto &[what, key] : keys) derived += "  \"" + key + "\",  // " + what + "\n";

@@ -288,6 +288,77 @@ class JitTest(unittest.TestCase):
                 cache.link([("nonsense", b"x")], options=["-arch=sm_90"])
 
 
+class KeySpecTest(unittest.TestCase):
+    """pcache_make_key's keys re-derived with hashlib from the encoding docs/keys.md gives
+    ("Keys without a compile"): the documentation and the library cannot drift apart."""
+
+    SCHEMA = b"progcache-program/5/blake2b-512/256"
+    READS = b"progcache-key/5/reads/blake2b-512/256"
+
+    @staticmethod
+    def field(tag, value):
+        import struct
+        return bytes([tag]) + struct.pack("<Q", len(value)) + value
+
+    @staticmethod
+    def number(value):
+        import struct
+        return struct.pack("<Q", value)
+
+    @staticmethod
+    def digest(data):
+        import hashlib
+        return hashlib.blake2b(data, digest_size=64).digest()[:32]
+
+    def program_digest(self, name, source, options, expressions, nvrtc_version, target=0):
+        f, n = self.field, self.number
+        fields = (f(1, name) + f(2, n(0)) + f(3, n(target)) + f(4, n(nvrtc_version)) + f(20, b"") +
+                  f(6, n(len(options))) + b"".join(f(7, o) for o in options) + f(8, n(0)) +
+                  f(11, n(len(expressions))) + b"".join(f(12, e) for e in expressions) +
+                  f(14, n(0)))
+        of_fields = self.digest(f(0, self.SCHEMA) + fields)
+        return self.digest(f(0, self.SCHEMA) + f(21, of_fields) + source)
+
+    def test_a_program_that_reads_no_file_is_keyed_by_its_program_digest(self):
+        source = b'extern "C" __global__ void k(float *x) { x[0] = N; }\n'
+        key = progcache.make_key(source.decode(), name="k.cu",
+                                 options=["-DN=4", "-arch=sm_90", "--std=c++17"],
+                                 name_expressions=["k"], nvrtc_version=13000)
+        # The options as NVRTC reads them: one spelling, independent groups sorted.
+        expected = self.program_digest(
+            b"k.cu", source, [b"--gpu-architecture=sm_90", b"--std=c++17", b"--define-macro=N=4"],
+            [b"k"], 13000)
+        self.assertEqual(key.hex(), expected.hex())
+        # Every size around the digest's 128-byte blocks, and two names in turn (the fields'
+        # digests kept per thread must answer for the right fields).
+        for size in (0, 1, 42, 43, 127, 128, 129, 1024, 70000):
+            body = bytes((i * 131 + 7) % 251 + 1 for i in range(size)).replace(b"#", b"$")
+            for name in (b"a.cu", b"b.cu"):
+                key = progcache.make_key(body.decode("latin-1").encode("latin-1"),
+                                         name=name.decode(), nvrtc_version=12000)
+                self.assertEqual(key, self.program_digest(name, body, [], [], 12000),
+                                 "%d bytes, %s" % (size, name))
+
+    def test_a_program_that_reads_a_header_is_keyed_over_its_program_digest(self):
+        with tempfile.TemporaryDirectory() as d:
+            header = os.path.join(d, "inc.h")
+            with open(header, "wb") as out:
+                out.write(b"#define N 4\n")
+            source = b'#include "inc.h"\n__global__ void k(int *x) { *x = N; }\n'
+            options = ["-I" + d]
+            key = progcache.make_key(source.decode(), name="k.cu", options=options)
+            program = self.program_digest(b"k.cu", source,
+                                          [b"--include-path=" + d.encode()], [], 0)
+            # What the scan finds, in the order NVRTC looks (`progcache deps`): nothing beside
+            # the program's name (a relative name: the working directory), then the header.
+            f = self.field
+            reads = (f(0x40, b"file inc.h\0") +
+                     f(0x40, b"file " + header.encode() + b"\0" + self.digest(b"#define N 4\n")))
+            expected = self.digest(f(0, self.READS) + f(22, program) + f(17, self.number(2)) +
+                                   reads)
+            self.assertEqual(key.hex(), expected.hex())
+
+
 class VersionTest(unittest.TestCase):
     def test_version(self):
         self.assertRegex(progcache.version(), r"^\d+\.\d+\.\d+$")
