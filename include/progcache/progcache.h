@@ -524,6 +524,9 @@ PCACHE_API pcache_status pcache_program_init(pcache_program *program, uint32_t s
  * absolute paths, whatever #if says) and their contents keyed, as are the places NVRTC would
  * look that hold nothing. program->nvrtc_version is keyed as given: this key does not identify
  * the NVRTC build, so it differs from pcache_compile()'s (which keys what NVRTC was seen to read).
+ * A key's bytes change only with its schema: 0.5 made these keys schema 5 (the fields and the
+ * source in one digest, about the source's own BLAKE2b), so a value stored under a key from 0.4's
+ * pcache_make_key is missed once (docs/keys.md, "Keys without a compile").
  * Refused with PCACHE_ERR_INVALID_ARG (message says which): a program the scan cannot key
  * (__DATE__ or __TIME__; a computed #include or a __has_include operand built by macros, without
  * extra_digest; an unreadable header); options with effects beyond the output (--create-pch,
