@@ -32,6 +32,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     p.options = opts;
     if (digest) p.extra_digest = std::string_view("d");
     (void)derive_key(p);
+    (void)program_digest(p);  // pcache_make_key's (schema 5): the same fields, refused alike
   } catch (const Error &e) {
     if (e.status() != Status::invalid_arg) __builtin_trap();
   }
