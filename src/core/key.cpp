@@ -371,7 +371,9 @@ void encode_field(Sink &sink, uint8_t tag, ByteView v) {
 
 class Hasher {
  public:
-  Hasher() : ops_(algo().ops), ctx_(DigestContextPool::this_thread().take()) {
+  Hasher() : Hasher(DigestContextPool::this_thread()) {}
+  // With the thread's pool at hand (a thread-local lookup fewer on each side of a digest).
+  explicit Hasher(DigestContextPool &pool) : ops_(algo().ops), ctx_(pool.take(), CtxFree{&pool}) {
     if (!ctx_) throw Error(Status::internal, "OpenSSL could not make a digest context");
     if (ops_.init(ctx_.get(), nullptr) != 1)
       throw Error(Status::internal, "OpenSSL digest init failed");
@@ -401,7 +403,8 @@ class Hasher {
 
  private:
   struct CtxFree {
-    void operator()(void *c) const { DigestContextPool::this_thread().give_back(c); }
+    DigestContextPool *pool;
+    void operator()(void *c) const { pool->give_back(c); }
   };
   void update(const void *d, size_t n) {
     if (n && ops_.update(ctx_.get(), static_cast<const unsigned char *>(d), n) != 1)
@@ -596,14 +599,10 @@ class FieldBuffer {
     used_ += n;
   }
   std::string_view view() const { return {bytes_.data(), used_}; }
-  // Not inlined: GCC then derived the thread-local's address again (a __tls_get_addr call) at
-  // each of the walk's fields, 27 calls a key.
-  [[gnu::noinline]] static FieldBuffer &this_thread_empty() {
-    thread_local FieldBuffer buffer;
-    buffer.used_ = 0;
+  void clear() {
+    used_ = 0;
     // Grown by large in-memory headers or link inputs: not kept at that size by the thread.
-    if (buffer.bytes_.size() > kKeptSize) std::string(kKeptSize, '\0').swap(buffer.bytes_);
-    return buffer;
+    if (bytes_.size() > kKeptSize) std::string(kKeptSize, '\0').swap(bytes_);
   }
 
  private:
@@ -612,43 +611,60 @@ class FieldBuffer {
   size_t used_ = 0;
 };
 
-// The digests of the fields this thread encoded last: a process keys many sources with one name,
-// target and set of options, and for a small source those fields (a few hundred bytes, three
-// BLAKE2b blocks) cost a third of the key. Their digest is kept, and the program's digest is
-// that of 41 bytes and the source: its blocks are the source's, plus at most one.
-class RecentFieldDigests {
+// The bytes that begin the digests of programs whose fields this thread encoded last: the schema
+// and the fields' digest. A process keys many sources with one name, target and set of options,
+// and for a small source those fields (a few hundred bytes, three BLAKE2b blocks) cost a third of
+// the key: kept, the program's digest is that of 85 bytes and the source, whose blocks are the
+// source's, plus at most one.
+class RecentProgramPrefixes {
  public:
-  const ContentDigest &digest(std::string_view fields) {
+  std::string_view prefix(std::string_view fields, DigestContextPool &pool) {
     for (Slot &slot : slots_)
-      if (slot.filled && slot.fields == fields) return slot.digest;
-    Hasher h;
+      if (slot.filled && slot.fields == fields) return slot.prefix;
+    Hasher h(pool);
     h.field(kTagSchema, algo().program_schema);
     h.raw(fields.data(), fields.size());
-    const ContentDigest digest = h.finish();
+    const ContentDigest of_fields = h.finish();
+    std::string prefix;
+    Append to{prefix};
+    encode_field(to, kTagSchema, algo().program_schema);
+    encode_field(to, kTagFieldsDigest, ByteView(of_fields.data(), of_fields.size()));
     // Kept up to a size (in-memory headers or link inputs can be large): beyond it, a slot of
     // its own that is never matched. Emptied first, so that a failed copy leaves no slot whose
-    // digest is not its fields'.
+    // prefix is not its fields'.
     Slot &slot = fields.size() <= kMaxKept ? slots_[next_++ % kSlots] : unkept_;
     slot.filled = false;
     if (&slot != &unkept_) slot.fields.assign(fields);
-    slot.digest = digest;
+    slot.prefix = std::move(prefix);
     slot.filled = &slot != &unkept_;
-    return slot.digest;
-  }
-  static RecentFieldDigests &this_thread() {
-    thread_local RecentFieldDigests recent;
-    return recent;
+    return slot.prefix;
   }
 
  private:
+  struct Append {
+    std::string &out;
+    void raw(const void *d, size_t n) { out.append(static_cast<const char *>(d), n); }
+  };
   static constexpr size_t kSlots = 4, kMaxKept = 16 * 1024;
   struct Slot {
-    std::string fields;
-    ContentDigest digest{};
+    std::string fields, prefix;
     bool filled = false;
   };
   Slot slots_[kSlots], unkept_;
   size_t next_ = 0;
+};
+
+// What program_digest keeps per thread, reached by one thread-local lookup.
+struct ProgramDigestThread {
+  DigestContextPool &pool = DigestContextPool::this_thread();
+  FieldBuffer fields;
+  RecentProgramPrefixes prefixes;
+  // Not inlined: GCC then derived the thread-local's address again (a __tls_get_addr call) at
+  // each of the walk's fields, 27 calls a key.
+  [[gnu::noinline]] static ProgramDigestThread &get() {
+    thread_local ProgramDigestThread kept;
+    return kept;
+  }
 };
 
 }  // namespace
@@ -777,13 +793,14 @@ Key derive_key(const ProgramDesc &p, const KeyContext *context) {
 }
 
 ContentDigest program_digest(const ProgramDesc &p) {
-  FieldBuffer &fields = FieldBuffer::this_thread_empty();
+  ProgramDigestThread &thread = ProgramDigestThread::get();
+  FieldBuffer &fields = thread.fields;
+  fields.clear();
   walk(p, nullptr, false, SourceAs::last,
        [&](uint8_t tag, ByteView value, auto &&) { encode_field(fields, tag, value); });
-  const ContentDigest &of_fields = RecentFieldDigests::this_thread().digest(fields.view());
-  Hasher h;
-  h.field(kTagSchema, algo().program_schema);
-  h.field(kTagFieldsDigest, ByteView(of_fields.data(), of_fields.size()));
+  const std::string_view prefix = thread.prefixes.prefix(fields.view(), thread.pool);
+  Hasher h(thread.pool);
+  h.raw(prefix.data(), prefix.size());
   h.raw(p.source.data, p.source.size);
   return h.finish();
 }
