@@ -11,6 +11,7 @@
 #include "cuda/driver.hpp"
 #include "owned_payload.hpp"
 #include "shim.hpp"
+#include "util/thread_state.hpp"
 #include "util/uri.hpp"
 
 using progcache::ByteView;
@@ -353,7 +354,7 @@ pcache_status pcache_make_key(const pcache_program *program, uint8_t *key_out) {
   return guarded(__func__, [&] {
     if (!key_out) throw invalid("key_out is NULL");
     // One description per thread, refilled by each call: two allocations fewer a key.
-    thread_local progcache::ProgramDesc reused;
+    progcache::ProgramDesc &reused = progcache::ThreadState<progcache::ProgramDesc>::get();
     read_program(program, &reused);
     const progcache::ProgramDesc &desc = reused;
     if (desc.code_type != progcache::CodeType::cxx) {  // every input is in the program

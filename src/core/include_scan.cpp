@@ -16,6 +16,7 @@
 #include "util/byte_io.hpp"
 #include "util/fork_guard.hpp"
 #include "util/paths.hpp"
+#include "util/thread_state.hpp"
 
 namespace progcache {
 namespace {
@@ -247,6 +248,13 @@ struct DigestHash {
   }
 };
 
+// The scan this thread found by program digest last: a program keyed again is answered without
+// the process's lock and map (their atomic operations were a tenth of a small key's time).
+struct LastScan {
+  ContentDigest id{};
+  std::shared_ptr<const IncludeScan> scan;
+};
+
 ForkSafeMutex g_manifests_mutex{ForkSafeMutex::kInner};
 // The process's scans, by manifest text (or its digest) and by program digest.
 std::unordered_map<std::string, std::shared_ptr<const IncludeScan>> g_manifests;
@@ -285,13 +293,7 @@ IncludeScan scan_includes(const ProgramDesc &program, MemoStore *memos,
   // The stored memos' names need the text (a digest of the source); the process's own scans are
   // found by the program's digest where the caller has one.
   const std::string text = memos || !program_id ? manifest_text(program) : std::string();
-  // The scan this thread found by program digest last: a program keyed again is answered without
-  // the process's lock and map (their atomic operations were a tenth of a small key's time).
-  struct LastScan {
-    ContentDigest id{};
-    std::shared_ptr<const IncludeScan> scan;
-  };
-  thread_local LastScan last;
+  LastScan &last = ThreadState<LastScan>::get();
   const bool same_as_last = program_id && last.scan && last.id == *program_id;
   std::shared_ptr<const IncludeScan> found;
   if (!same_as_last) found = kept_scan(text, program_id);

@@ -17,6 +17,7 @@
 #include "util/openssl_digest.hpp"
 #include "util/openssl_init.hpp"
 #include "util/test_hooks.hpp"
+#include "util/thread_state.hpp"
 #include "util/xxhash.hpp"
 
 namespace progcache {
@@ -349,14 +350,12 @@ class DigestContextPool {
       algo().ops.freectx(c);
     }
   }
-  static DigestContextPool &this_thread() {
-    thread_local DigestContextPool pool;
-    return pool;
-  }
 
  private:
   std::vector<void *> free_;
 };
+
+DigestContextPool &thread_digest_pool();  // the thread's KeyThread's, below
 
 // A field as keys encode it: tag, length, value, so that no two different field sequences give
 // the same bytes. SINK has raw(data, size).
@@ -371,7 +370,7 @@ void encode_field(Sink &sink, uint8_t tag, ByteView v) {
 
 class Hasher {
  public:
-  Hasher() : Hasher(DigestContextPool::this_thread()) {}
+  Hasher() : Hasher(thread_digest_pool()) {}
   // With the thread's pool at hand (a thread-local lookup fewer on each side of a digest).
   explicit Hasher(DigestContextPool &pool) : ops_(algo().ops), ctx_(pool.take(), CtxFree{&pool}) {
     if (!ctx_) throw Error(Status::internal, "OpenSSL could not make a digest context");
@@ -593,9 +592,8 @@ Key hash_walk(const ProgramDesc &p, const KeyContext *context, bool with_fields,
 class FieldBuffer {
  public:
   void raw(const void *d, size_t n) {
-    if (!n) return;
-    if (used_ + n > bytes_.size()) bytes_.resize(std::max(bytes_.size() * 2, used_ + n));
-    std::memcpy(bytes_.data() + used_, d, n);
+    if (used_ + n > bytes_.size()) grow(used_ + n);
+    if (n) std::memcpy(bytes_.data() + used_, d, n);
     used_ += n;
   }
   std::string_view view() const { return {bytes_.data(), used_}; }
@@ -606,8 +604,11 @@ class FieldBuffer {
   }
 
  private:
+  [[gnu::noinline]] void grow(size_t needed) {
+    bytes_.resize(std::max(bytes_.size() * 2, needed + 1024));
+  }
   static constexpr size_t kKeptSize = 64 * 1024;
-  std::string bytes_ = std::string(1024, '\0');
+  std::string bytes_;
   size_t used_ = 0;
 };
 
@@ -652,19 +653,6 @@ class RecentProgramPrefixes {
   };
   Slot slots_[kSlots], unkept_;
   size_t next_ = 0;
-};
-
-// What program_digest keeps per thread, reached by one thread-local lookup.
-struct ProgramDigestThread {
-  DigestContextPool &pool = DigestContextPool::this_thread();
-  FieldBuffer fields;
-  RecentProgramPrefixes prefixes;
-  // Not inlined: GCC then derived the thread-local's address again (a __tls_get_addr call) at
-  // each of the walk's fields, 27 calls a key.
-  [[gnu::noinline]] static ProgramDigestThread &get() {
-    thread_local ProgramDigestThread kept;
-    return kept;
-  }
 };
 
 }  // namespace
@@ -756,10 +744,6 @@ class RecentOptions {
     slot.parsed = parsed;
     return parsed;
   }
-  static RecentOptions &this_thread() {
-    thread_local RecentOptions recent;
-    return recent;
-  }
 
  private:
   static constexpr size_t kSlots = 4;
@@ -771,11 +755,28 @@ class RecentOptions {
   size_t next_ = 0;
 };
 
+// What keys keep per thread (util/thread_state.hpp: usable from any thread_local destructor),
+// reached by one thread-local lookup.
+struct KeyThread {
+  DigestContextPool pool;
+  FieldBuffer fields;
+  RecentProgramPrefixes prefixes;
+  RecentOptions options;
+};
+
+KeyThread &key_thread() {
+  return ThreadState<KeyThread>::get();
+}
+
+DigestContextPool &thread_digest_pool() {
+  return key_thread().pool;
+}
+
 }  // namespace
 
 const ParsedOptions &program_options(const ProgramDesc &program) {
   if (!program.parsed_options)
-    program.parsed_options = RecentOptions::this_thread().parsed(program.options);
+    program.parsed_options = key_thread().options.parsed(program.options);
   return *program.parsed_options;
 }
 
@@ -793,7 +794,7 @@ Key derive_key(const ProgramDesc &p, const KeyContext *context) {
 }
 
 ContentDigest program_digest(const ProgramDesc &p) {
-  ProgramDigestThread &thread = ProgramDigestThread::get();
+  KeyThread &thread = key_thread();
   FieldBuffer &fields = thread.fields;
   fields.clear();
   walk(p, nullptr, false, SourceAs::last,

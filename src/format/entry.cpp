@@ -12,6 +12,7 @@
 #include "util/libcrypto.hpp"
 #include "util/openssl_init.hpp"
 #include "util/system_library.hpp"
+#include "util/thread_state.hpp"
 #include "util/xxhash.hpp"
 
 namespace progcache {
@@ -135,16 +136,18 @@ PCACHE_SYSTEM_LIBRARY_API(ZstdApi, zstd_api, PCACHE_ZSTD_SONAME, PCACHE_ZSTD_FUN
 // One compression and one decompression context per thread: creating them costs more than
 // compressing a small cubin.
 struct ZstdContexts {
-  const ZstdApi &api = zstd_api();
-  ZSTD_CCtx *c = api.ZSTD_createCCtx();
-  ZSTD_DCtx *d = api.ZSTD_createDCtx();
+  ZSTD_CCtx *c = nullptr;  // made by zstd(), where zstd_api() is loaded
+  ZSTD_DCtx *d = nullptr;
   ~ZstdContexts() {
-    api.ZSTD_freeCCtx(c);
-    api.ZSTD_freeDCtx(d);
+    if (c) zstd_api().ZSTD_freeCCtx(c);
+    if (d) zstd_api().ZSTD_freeDCtx(d);
   }
 };
 ZstdContexts &zstd() {
-  thread_local ZstdContexts contexts;
+  const ZstdApi &api = zstd_api();
+  ZstdContexts &contexts = ThreadState<ZstdContexts>::get();
+  if (!contexts.c) contexts.c = api.ZSTD_createCCtx();
+  if (!contexts.d) contexts.d = api.ZSTD_createDCtx();
   if (!contexts.c || !contexts.d) throw std::bad_alloc();
   return contexts;
 }

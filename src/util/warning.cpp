@@ -2,19 +2,16 @@
 
 #include <utility>
 
+#include "util/thread_state.hpp"
+
 namespace progcache {
-namespace {
-
-thread_local ThreadMessages t_messages;
-
-}  // namespace
 
 ThreadMessages &thread_messages() {
-  return t_messages;
+  return ThreadState<ThreadMessages>::get();
 }
 
 void set_thread_warning(std::string message) {
-  t_messages.warning = std::move(message);
+  thread_messages().warning = std::move(message);
 }
 
 }  // namespace progcache

@@ -78,6 +78,11 @@ Prog base() {
   return p;
 }
 
+const Prog &base_program() {
+  static const Prog p = base();
+  return p;
+}
+
 }  // namespace
 
 TEST(Key, IsDeterministicAnd32Bytes) {
@@ -368,6 +373,37 @@ TEST(Key, AKeyDoesNotDependOnWhatTheThreadKeyedBefore) {
       }
     }
   }
+}
+
+// A thread_local made before the library's own is destroyed after them: a key made by its
+// destructor comes when the thread's kept description, fields, digest contexts and scan are gone.
+TEST(Key, AKeyFromALaterThreadLocalDestructorIsRight) {
+  const Prog with_scan = [] {
+    Prog p = base();
+    p.source = "#include <absent_header.h>\n" + p.source;  // a scan with a probe
+    return p;
+  }();
+  const std::string expected = base().key(), expected_scan = with_scan.key();
+  struct Holder {
+    const Prog *plain, *scanned;
+    std::string *out;
+    ~Holder() {
+      if (!plain) return;
+      *out = plain->key() + scanned->key() + plain->key();
+      Prog broken = *plain;
+      broken.options = {"-arch"};  // a value missing: the error is kept for pcache_last_error
+      std::string ignored;
+      if (broken.key(&ignored) == PCACHE_ERR_INVALID_ARG) *out += pcache_last_error();
+    }
+  };
+  std::string at_exit;
+  std::thread([&] {
+    thread_local Holder holder{nullptr, nullptr, nullptr};  // constructed before the library's
+    holder = {&base_program(), &with_scan, &at_exit};
+    EXPECT_EQ(with_scan.key(), expected_scan);  // the library's thread-locals made now
+  }).join();
+  EXPECT_EQ(at_exit.substr(0, 3 * 32), expected + expected_scan + expected);
+  EXPECT_NE(at_exit.find("needs a value"), std::string::npos) << at_exit.substr(3 * 32);
 }
 
 TEST(Key, BadInputsAreInvalid) {
