@@ -587,8 +587,9 @@ Key hash_walk(const ProgramDesc &p, const KeyContext *context, bool with_fields,
   return h.finish();
 }
 
-// A program's fields as encoded for schema 5, gathered in a buffer the thread reuses (grown,
-// never shrunk; memcpy, as std::string::append's checks per field were a tenth of a small key).
+// A program's fields as encoded for schema 5, gathered in a buffer the thread reuses (memcpy, as
+// std::string::append's checks per field were a tenth of a small key; shrunk back only past
+// kKeptSize).
 class FieldBuffer {
  public:
   void raw(const void *d, size_t n) {
