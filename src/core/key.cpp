@@ -631,14 +631,14 @@ class RecentProgramPrefixes {
     Append to{prefix};
     encode_field(to, kTagSchema, algo().program_schema);
     encode_field(to, kTagFieldsDigest, ByteView(of_fields.data(), of_fields.size()));
-    // Kept up to a size (in-memory headers or link inputs can be large): beyond it, a slot of
-    // its own that is never matched. Emptied first, so that a failed copy leaves no slot whose
-    // prefix is not its fields'.
-    Slot &slot = fields.size() <= kMaxKept ? slots_[next_++ % kSlots] : unkept_;
-    slot.filled = false;
-    if (&slot != &unkept_) slot.fields.assign(fields);
+    // Kept up to a size (in-memory headers or link inputs can be large); beyond it, only until
+    // the next call.
+    if (fields.size() > kMaxKept) return unkept_ = std::move(prefix);
+    Slot &slot = slots_[next_++ % kSlots];
+    slot.filled = false;  // so that a failed copy leaves no slot whose prefix is not its fields'
+    slot.fields.assign(fields);
     slot.prefix = std::move(prefix);
-    slot.filled = &slot != &unkept_;
+    slot.filled = true;
     return slot.prefix;
   }
 
@@ -652,7 +652,8 @@ class RecentProgramPrefixes {
     std::string fields, prefix;
     bool filled = false;
   };
-  Slot slots_[kSlots], unkept_;
+  Slot slots_[kSlots];
+  std::string unkept_;
   size_t next_ = 0;
 };
 
