@@ -5,6 +5,9 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
 
 #include "backends.hpp"
 #include "proc_util.hpp"
@@ -247,6 +250,47 @@ TEST(Trust, AnotherUserCannotPlantEntriesInADirectoryOthersCanWrite) {
     EXPECT_EQ(st, PCACHE_NOT_FOUND) << "served: " << v;
     pcache_close(h);
   }
+}
+
+// A file-stream entry is served only if it is a file this user (or root) owns that no one else
+// can write: one another user owns, or one others may write, could have been planted. It is
+// removed, and the next put stores the genuine one.
+TEST(Trust, AnEntryFileNotOursAloneIsRemovedNeverServed) {
+  TempDir d;
+  pcache *h = open_with("filestream:" + (d / "fs"), "");
+  ASSERT_NE(h, nullptr) << pcache_last_error();
+  auto entry_file = [&] {
+    std::vector<std::string> found;
+    for (const std::string &f : list_files(d / "fs"))
+      if (f.size() > 36 && f[f.size() - 33] == '/' && f[f.size() - 36] == '/') found.push_back(f);
+    return found;
+  };
+  struct Damage {
+    const char *what;
+    std::function<int(const std::string &)> apply;  // 0 once done
+    bool needs_root;
+  };
+  const Damage cases[] = {
+      {"writable by others", [](const std::string &f) { return ::chmod(f.c_str(), 0666); }, false},
+      {"writable by its group", [](const std::string &f) { return ::chmod(f.c_str(), 0620); },
+       false},
+      {"owned by another user",
+       [](const std::string &f) { return ::chown(f.c_str(), 65534, 65534); }, true},
+  };
+  pcache_status st;
+  for (const Damage &c : cases) {
+    SCOPED_TRACE(c.what);
+    if (c.needs_root && ::geteuid() != 0) continue;
+    ASSERT_EQ(pcache_put(h, "k", 1, "genuine", 7), PCACHE_OK);
+    EXPECT_EQ(get(h, "k", &st), "genuine");  // ours alone: served
+    const std::vector<std::string> files = entry_file();
+    ASSERT_EQ(files.size(), 1u);
+    ASSERT_EQ(c.apply(files[0]), 0);
+    EXPECT_EQ(get(h, "k", &st), "");
+    EXPECT_EQ(st, PCACHE_NOT_FOUND);
+    EXPECT_TRUE(entry_file().empty()) << "left in place";
+  }
+  pcache_close(h);
 }
 
 // OpenSSH's StrictModes walk: a parent of the cache directory that others can write without the
