@@ -30,7 +30,7 @@ struct Record {
 static_assert(sizeof(Record) == 16 + 8 * kFieldCount + 8, "no padding in a record");
 
 uint64_t checksum(const Record &r) {
-  return libxxhash().XXH3_64bits_withSeed(&r, offsetof(Record, check), kSeed);
+  return xxh3_64(&r, offsetof(Record, check), kSeed);
 }
 
 // Adds every valid record in bytes to *sum. After a bad one the scan moves on a byte at a time,

@@ -237,11 +237,8 @@ void FileStreamBackend::reap_stale_temp_files() {
 }
 
 std::string FileStreamBackend::entry_name(ByteView key) const {
-  const LibXxhash &xxh = libxxhash();
-  const XXH128_hash_t h = xxh.XXH3_128bits(key.data, key.size);
-  XXH128_canonical_t c;
-  xxh.XXH128_canonicalFromHash(&c, h);
-  return to_hex(ByteView(c.digest, sizeof c.digest));
+  const std::array<uint8_t, 16> h = xxh3_128(key.data, key.size);
+  return to_hex(ByteView(h.data(), h.size()));
 }
 
 int FileStreamBackend::shard_fd(int shard, bool create) {
@@ -611,20 +608,19 @@ FileStreamBackend::Totals FileStreamBackend::read_totals_locked() {
   auto has = [&](int words) { return n >= ssize_t(8 * words); };
   const uint64_t *dirs = buf + kStatsFileWords;
   const int64_t stamped = has(kStatsFileWords + kStatsDirWords) && dirs[0] == kStatsDirMagic &&
-                                  dirs[2] == libxxhash().XXH3_64bits(dirs, 16)
+                                  dirs[2] == xxh3_64(dirs, 16)
                               ? int64_t(dirs[1])
                               : 0;
   const bool whole = has(kStatsWords) && buf[0] == kStatsMagic &&
-                     buf[kStatsWords - 1] == libxxhash().XXH3_64bits(buf, 8 * (kStatsWords - 1)) &&
+                     buf[kStatsWords - 1] == xxh3_64(buf, 8 * (kStatsWords - 1)) &&
                      int64_t(buf[1]) >= 0 && int64_t(buf[2]) >= 0;
   const uint64_t *ext = buf + kStatsWords + 1;
-  const bool ext_valid =
-      has(kStatsFileWords) && ext[0] == kStatsExtMagic &&
-      ext[kStatsExtWords - 1] == libxxhash().XXH3_64bits(ext, 8 * (kStatsExtWords - 1));
+  const bool ext_valid = has(kStatsFileWords) && ext[0] == kStatsExtMagic &&
+                         ext[kStatsExtWords - 1] == xxh3_64(ext, 8 * (kStatsExtWords - 1));
   const uint64_t *later = buf + kLaterAt;
   const bool later_valid =
       has(kStatsAllWords) && later[0] == kStatsLaterMagic && later[1] <= kLaterRoom &&
-      later[kStatsLaterWords - 1] == libxxhash().XXH3_64bits(later, 8 * (kStatsLaterWords - 1));
+      later[kStatsLaterWords - 1] == xxh3_64(later, 8 * (kStatsLaterWords - 1));
   const size_t valid_to = !ext_valid     ? kBaseCounters
                           : !later_valid ? kFixedCounters
                                          : kFixedCounters + size_t(later[1]);
@@ -669,17 +665,16 @@ void FileStreamBackend::write_totals_locked(Totals t) {
   buf[kStatsWords + 1] = kStatsExtMagic;
   for (size_t i = 0; i < std::size(PersistentCounters::kFields); ++i)
     buf[counter_word(i)] = uint64_t(t.counters.*PersistentCounters::kFields[i].value);
-  buf[kStatsWords - 1] = libxxhash().XXH3_64bits(buf, 8 * (kStatsWords - 1));
-  buf[kStatsFileWords - 1] =
-      libxxhash().XXH3_64bits(buf + kStatsWords + 1, 8 * (kStatsExtWords - 1));
+  buf[kStatsWords - 1] = xxh3_64(buf, 8 * (kStatsWords - 1));
+  buf[kStatsFileWords - 1] = xxh3_64(buf + kStatsWords + 1, 8 * (kStatsExtWords - 1));
   uint64_t *dirs = buf + kStatsFileWords;
   dirs[0] = kStatsDirMagic;
   dirs[1] = uint64_t(dir_mtime_ns());
-  dirs[2] = libxxhash().XXH3_64bits(dirs, 16);
+  dirs[2] = xxh3_64(dirs, 16);
   uint64_t *later = buf + kLaterAt;
   later[0] = kStatsLaterMagic;
   later[1] = kLaterCounters;
-  later[kStatsLaterWords - 1] = libxxhash().XXH3_64bits(later, 8 * (kStatsLaterWords - 1));
+  later[kStatsLaterWords - 1] = xxh3_64(later, 8 * (kStatsLaterWords - 1));
   ssize_t n;
   do {
     n = ::pwrite(stats_fd_.get(), buf, sizeof buf, 0);

@@ -73,7 +73,7 @@ constexpr const char *kSql[] = {
 // total would otherwise be believed (and the cap enforced against a wrong number).
 int64_t totals_check(int64_t size, int64_t count) {
   const int64_t both[2] = {size, count};
-  return int64_t(libxxhash().XXH3_64bits_withSeed(both, sizeof both, 0x70636163686531ull));
+  return int64_t(xxh3_64(both, sizeof both, 0x70636163686531ull));
 }
 
 constexpr size_t kFlushAfterTouches = 128;

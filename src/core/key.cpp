@@ -452,11 +452,8 @@ std::string number_text(uint64_t v) {
 }
 
 std::string short_digest(ByteView v) {
-  const LibXxhash &xxh = libxxhash();
-  const XXH128_hash_t h = xxh.XXH3_128bits(v.data, v.size);
-  XXH128_canonical_t c;
-  xxh.XXH128_canonicalFromHash(&c, h);
-  return to_hex(ByteView(c.digest, sizeof c.digest));
+  const std::array<uint8_t, 16> h = xxh3_128(v.data, v.size);
+  return to_hex(ByteView(h.data(), h.size()));
 }
 
 // The key's fields in order, each to visit(tag, value, describe): the one walk derive_key hashes

@@ -245,7 +245,7 @@ LocationSearch current_search(const LibrarySpec &spec) {
   s.dirs = search_dirs(spec);
   std::string text = "major " + std::to_string(restriction_of(spec).major);
   for (const std::string &d : s.dirs) text += "\n" + d;
-  const uint64_t h = libxxhash().XXH3_64bits(text.data(), text.size());
+  const uint64_t h = xxh3_64(text.data(), text.size());
   s.memo_name = std::string(spec.memo) + to_hex(ByteView(&h, sizeof h));
   return s;
 }

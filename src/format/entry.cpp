@@ -24,13 +24,9 @@ constexpr uint16_t kFlagZstd = 2;
 constexpr size_t kMinCompressSize = 64;
 
 void checksum(const uint8_t *record, size_t body_size, uint8_t out[16]) {
-  const LibXxhash &xxh = libxxhash();
-  const uint64_t seed = xxh.XXH3_64bits_fast(record, 32);
-  const XXH128_hash_t h =
-      xxh.XXH3_128bits_withSeed_fast(record + kEntryHeaderSize, body_size, seed);
-  XXH128_canonical_t c;
-  xxh.XXH128_canonicalFromHash(&c, h);
-  std::memcpy(out, c.digest, 16);
+  const uint64_t seed = xxh3_64(record, 32);
+  const std::array<uint8_t, 16> h = xxh3_128(record + kEntryHeaderSize, body_size, seed);
+  std::memcpy(out, h.data(), h.size());
 }
 
 }  // namespace

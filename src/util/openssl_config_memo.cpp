@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <array>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -12,6 +13,7 @@
 #include <string_view>
 
 #include "util/fsutil.hpp"
+#include "util/hex.hpp"
 #include "util/trust.hpp"
 #include "util/uri.hpp"
 #include "util/xxhash.hpp"
@@ -94,12 +96,8 @@ OpensslConfigMemo::OpensslConfigMemo(const char *file, unsigned long openssl_ver
   std::string named(reinterpret_cast<const char *>(&version), sizeof version);
   named.append(file, std::char_traits<char>::length(file) + 1);  // with its terminating NUL
   named += text;
-  const XXH128_hash_t digest = libxxhash().XXH3_128bits(named.data(), named.size());
-  char name[64];
-  std::snprintf(name, sizeof name, "/%s%016llx%016llx", kMemoPrefix.data(),
-                static_cast<unsigned long long>(digest.high64),
-                static_cast<unsigned long long>(digest.low64));
-  path_ = dir_ + name;
+  const std::array<uint8_t, 16> digest = xxh3_128(named.data(), named.size());
+  path_ = dir_ + "/" + std::string(kMemoPrefix) + to_hex(ByteView(digest.data(), digest.size()));
 }
 
 std::optional<bool> OpensslConfigMemo::recall() const {

@@ -1,6 +1,6 @@
 // A library of the system (a dependency of the package all the same) that progcache opens only
 // when a feature needs it: zstd for compressed entries, hiredis for Redis, xxHash for the first
-// entry or key. Each one a process maps costs it 0.03-0.08 ms at start-up whether it is used or
+// large entry. Each one a process maps costs it 0.03-0.08 ms at start-up whether it is used or
 // not, and each one it links slows every later dlopen (docs/performance.md).
 #pragma once
 

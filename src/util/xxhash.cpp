@@ -1,21 +1,106 @@
 #include "util/xxhash.hpp"
 
-namespace progcache {
+#include <atomic>
+#include <cstring>
 
-const LibXxhash &libxxhash() {
+#include "util/error.hpp"
+#include "util/fork_guard.hpp"
+#include "util/system_library.hpp"
+
+// xxHash's implementation from the system's header, in its header-only mode (made to be used this
+// way): static functions of this file, built for the baseline instruction set.
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+namespace progcache {
+namespace {
+
+// From this size on, an input is hashed by libxxhash's dispatched code, opened if need be: its
+// vector code saves more than the ~60 us the opening costs once a few such inputs are hashed.
+constexpr size_t kLargeInput = 64 * 1024;
+// Below this size, always by the built-in code: XXH3 hashes such inputs with scalar code either
+// way, and a call through the library's pointer would only add to it.
+constexpr size_t kSmallInput = 1024;
+// What a process hashes with the built-in code before it opens libxxhash for every input of
+// kSmallInput or more (a loop of hits on 4 KiB entries opens it after ~250 of them).
+constexpr uint64_t kBuiltinBudget = 1 << 20;
+
+using Hash64 = XXH64_hash_t (*)(const void *, size_t, XXH64_hash_t);
+using Hash128 = XXH128_hash_t (*)(const void *, size_t, XXH64_hash_t);
+
+struct Dispatched {
+  Hash64 hash64;
+  Hash128 hash128;
+};
+
+constinit Dispatched g_dispatched{};
+constinit std::atomic<bool> g_loaded{false};  // g_dispatched is filled
+constinit std::atomic<uint64_t> g_builtin_bytes{0};
+
+// libxxhash's run-time dispatched functions (AVX2 or AVX-512): the same hashes as the plain ones,
+// which Debian builds for SSE2. The plain ones where the library has no dispatched ones (not an
+// x86 build); nullptr, and the built-in code for good, where it cannot be opened.
+const Dispatched *open_dispatched() {
   static constinit SystemLibrary library(PCACHE_XXHASH_SONAME);
-  static constinit LibXxhash api{};
-  static constinit ForkSafeOnce resolved;
-  resolved.run([] {
-    PCACHE_LIBXXHASH_FUNCTIONS(PCACHE_SYSTEM_LIBRARY_RESOLVE)
-    api.XXH3_64bits_fast =
-        library.optional_function<decltype(&::XXH3_64bits)>("XXH3_64bits_dispatch");
-    if (!api.XXH3_64bits_fast) api.XXH3_64bits_fast = api.XXH3_64bits;
-    api.XXH3_128bits_withSeed_fast = library.optional_function<decltype(&::XXH3_128bits_withSeed)>(
-        "XXH3_128bits_withSeed_dispatch");
-    if (!api.XXH3_128bits_withSeed_fast) api.XXH3_128bits_withSeed_fast = api.XXH3_128bits_withSeed;
+  static constinit ForkSafeOnce opened;
+  opened.run([] {
+    try {
+      Dispatched d{library.optional_function<Hash64>("XXH3_64bits_withSeed_dispatch"),
+                   library.optional_function<Hash128>("XXH3_128bits_withSeed_dispatch")};
+      if (!d.hash64) d.hash64 = library.optional_function<Hash64>("XXH3_64bits_withSeed");
+      if (!d.hash128) d.hash128 = library.optional_function<Hash128>("XXH3_128bits_withSeed");
+      if (!d.hash64 || !d.hash128) return;
+      g_dispatched = d;
+      g_loaded.store(true, std::memory_order_release);
+    } catch (const Error &) {  // no libxxhash: the built-in code hashes everything
+    }
   });
-  return api;
+  return g_loaded.load(std::memory_order_acquire) ? &g_dispatched : nullptr;
+}
+
+// The dispatched functions for an input of size bytes, or nullptr for the built-in code.
+const Dispatched *dispatched_for(size_t size) {
+  if (size < kSmallInput) return nullptr;
+  if (g_loaded.load(std::memory_order_acquire)) return &g_dispatched;
+  if (size < kLargeInput) {
+    // A budget, not a count: threads racing here may lose each other's bytes.
+    const uint64_t hashed = g_builtin_bytes.load(std::memory_order_relaxed) + size;
+    g_builtin_bytes.store(hashed, std::memory_order_relaxed);
+    if (hashed < kBuiltinBudget) return nullptr;
+  }
+  return open_dispatched();
+}
+
+std::array<uint8_t, 16> canonical(XXH128_hash_t h) {
+  XXH128_canonical_t c;
+  XXH128_canonicalFromHash(&c, h);
+  std::array<uint8_t, 16> out;
+  std::memcpy(out.data(), c.digest, out.size());
+  return out;
+}
+
+}  // namespace
+
+uint64_t xxh3_64(const void *data, size_t size, uint64_t seed) {
+  if (const Dispatched *d = dispatched_for(size)) return d->hash64(data, size, seed);
+  return XXH3_64bits_withSeed(data, size, seed);
+}
+
+std::array<uint8_t, 16> xxh3_128(const void *data, size_t size, uint64_t seed) {
+  if (const Dispatched *d = dispatched_for(size)) return canonical(d->hash128(data, size, seed));
+  return canonical(XXH3_128bits_withSeed(data, size, seed));
+}
+
+uint64_t xxh3_64_builtin(const void *data, size_t size, uint64_t seed) {
+  return XXH3_64bits_withSeed(data, size, seed);
+}
+
+std::array<uint8_t, 16> xxh3_128_builtin(const void *data, size_t size, uint64_t seed) {
+  return canonical(XXH3_128bits_withSeed(data, size, seed));
+}
+
+bool xxh3_dispatched_loaded() {
+  return g_loaded.load(std::memory_order_acquire);
 }
 
 }  // namespace progcache

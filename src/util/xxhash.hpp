@@ -1,35 +1,34 @@
-// xxHash (XXH3: entry checksums, file names, small record checks), opened on first use like the
-// other system libraries (util/system_library.hpp). Not linked: every object a process links sits
-// in the scope that each later dlopen's symbol relocations search first, and libxxhash there cost
-// the first key's loading of libcrypto and SQLite ~0.22M instructions (bench/analysis.md).
+// XXH3 (entry checksums, file-stream names, small record checks; xxHash's output is frozen since
+// 0.8.0). Computed by xxhash.h's own implementation, built into the library from the system's
+// header (its header-only mode), so that a process that hashes only small inputs, as a fresh
+// process's hit does (its entry, a counter record, a memo's name), maps nothing for it: opening
+// libxxhash cost such a process ~60 us. Inputs of 64 KiB and more, and every input of 1 KiB or
+// more once the process has hashed 1 MiB with the built-in code, go to libxxhash's run-time
+// dispatched functions (AVX2 or AVX-512 where the CPU has them, 2-3 times as fast over a large
+// input as the baseline build), opened on first such use like the other system libraries
+// (util/system_library.hpp). Not linked: every object a process links sits in the scope that each
+// later dlopen's symbol relocations search first (bench/analysis.md).
 #pragma once
 
-#include <xxhash.h>
-
-#include "util/system_library.hpp"
-
-// Every xxHash function progcache calls.
-#define PCACHE_LIBXXHASH_FUNCTIONS(X) \
-  X(XXH3_64bits)                      \
-  X(XXH3_64bits_withSeed)             \
-  X(XXH3_128bits)                     \
-  X(XXH3_128bits_withSeed)            \
-  X(XXH128_canonicalFromHash)
+#include <array>
+#include <cstddef>
+#include <cstdint>
 
 namespace progcache {
 
-struct LibXxhash {
-  PCACHE_LIBXXHASH_FUNCTIONS(PCACHE_SYSTEM_LIBRARY_MEMBER)
-  // The run-time dispatched versions (AVX2 where the CPU has it) of the two that checksum whole
-  // entries: the same hashes, about twice as fast over a large entry, where Debian's plain entry
-  // points are built for SSE2. The plain ones where the library has no dispatched ones.
-  decltype(&::XXH3_64bits) XXH3_64bits_fast = nullptr;
-  decltype(&::XXH3_128bits_withSeed) XXH3_128bits_withSeed_fast = nullptr;
-};
+// XXH3_64bits_withSeed of size bytes at data (seed 0: XXH3_64bits).
+uint64_t xxh3_64(const void *data, size_t size, uint64_t seed = 0);
+// XXH3_128bits_withSeed (seed 0: XXH3_128bits), in its canonical byte order
+// (XXH128_canonicalFromHash: the high 64 bits first, each big-endian).
+std::array<uint8_t, 16> xxh3_128(const void *data, size_t size, uint64_t seed = 0);
+// Both thread-safe and never throw: where libxxhash cannot be opened, the built-in code hashes
+// every input. The same hashes either way (test Xxhash.*).
 
-// libxxhash's functions, the library opened (by PCACHE_XXHASH_SONAME) and resolved on the first
-// call and kept for the process. Throws Error(Status::unsupported) naming the library and what
-// dlopen or dlsym said. Thread-safe; a fork() in another thread waits for a load under way.
-const LibXxhash &libxxhash();
+// The built-in implementation alone, whatever the size (tests compare it with libxxhash's).
+uint64_t xxh3_64_builtin(const void *data, size_t size, uint64_t seed);
+std::array<uint8_t, 16> xxh3_128_builtin(const void *data, size_t size, uint64_t seed);
+
+// Whether this process has opened libxxhash's dispatched functions (tests).
+bool xxh3_dispatched_loaded();
 
 }  // namespace progcache
