@@ -10,6 +10,8 @@ import sys
 bench_path, ops_path, out_path = sys.argv[1:4]
 bench = json.load(open(bench_path))
 rows = {b["name"]: b for b in bench["benchmarks"] if b.get("run_type", "iteration") == "iteration"}
+# With --benchmark_repetitions (bench/run), the median of the repetitions, named like the plain row.
+rows.update({b["run_name"]: b for b in bench["benchmarks"] if b.get("aggregate_name") == "median"})
 ops = [json.loads(line) for line in open(ops_path) if line.strip()]
 
 
@@ -59,7 +61,9 @@ lines = [
     "",
     "- Machine: %s, %d cores, %s; no GPU. Scratch files on ext4 (`build-bench/tmp`)." % (cpu, os.cpu_count() or 0, platform.platform()),
     "- Date: %s. Release build (`-O2`), Google Benchmark %s." % (datetime.date.today().isoformat(), bench.get("context", {}).get("library_version", "")),
-    "- Times are wall-clock means per operation.",
+    "- Google Benchmark rows: each benchmark run three times, the repetitions of all of them in a",
+    "  random order (`--benchmark_repetitions=3 --benchmark_enable_random_interleaving=true`), and",
+    "  the median of the three reported; each is a wall-clock mean per operation.",
     "",
     "## Hits against the physical limit",
     "",
