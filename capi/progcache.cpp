@@ -350,22 +350,39 @@ const char *pcache_version_string(void) {
   return PCACHE_VERSION_STRING;
 }
 
+namespace {
+
+struct MakeKeyThread {
+  // The description the full path reads a program into, refilled by each call (two allocations
+  // fewer a key), and the last program keyed, whose fields a caller often passes again.
+  progcache::ProgramDesc reused;
+  progcache::shim::LastKeyedProgram last;
+};
+
+}  // namespace
+
 pcache_status pcache_make_key(const pcache_program *program, uint8_t *key_out) {
   return guarded(__func__, [&] {
     if (!key_out) throw invalid("key_out is NULL");
-    // One description per thread, refilled by each call: two allocations fewer a key.
-    progcache::ProgramDesc &reused = progcache::ThreadState<progcache::ProgramDesc>::get();
-    read_program(program, &reused);
-    const progcache::ProgramDesc &desc = reused;
+    MakeKeyThread &thread = progcache::ThreadState<MakeKeyThread>::get();
+    const progcache::ProgramDesc *kept = program ? thread.last.match(*program) : nullptr;
+    const progcache::ProgramDesc &desc = kept ? *kept : thread.reused;
+    std::string_view prefix = thread.last.prefix();
+    if (!kept) {
+      read_program(program, &thread.reused);
+      if (desc.code_type == progcache::CodeType::cxx) {  // refuse early
+        const progcache::ParsedOptions &options = progcache::program_options(desc);
+        if (!options.uncacheable.empty())
+          throw invalid("this program cannot be keyed: " + options.uncacheable);
+      }
+      prefix = progcache::program_prefix(desc);
+      thread.last.keep(*program, desc, prefix);
+    }
+    const progcache::ContentDigest digest = progcache::program_digest_after(prefix, desc.source);
     if (desc.code_type != progcache::CodeType::cxx) {  // every input is in the program
-      const progcache::Key key = progcache::program_digest(desc);
-      std::memcpy(key_out, key.data(), key.size());
+      std::memcpy(key_out, digest.data(), digest.size());
       return PCACHE_OK;
     }
-    const progcache::ParsedOptions &options = progcache::program_options(desc);  // refuse early
-    if (!options.uncacheable.empty())
-      throw invalid("this program cannot be keyed: " + options.uncacheable);
-    const progcache::ContentDigest digest = progcache::program_digest(desc);
     const progcache::IncludeScan scan = progcache::scan_includes(desc, nullptr, &digest);
     if (!scan.uncacheable.empty())
       throw invalid("this program cannot be keyed: " + scan.uncacheable);

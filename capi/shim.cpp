@@ -163,6 +163,69 @@ void read_program(const pcache_program *program, progcache::ProgramDesc *into) {
   d.parsed_options.reset();
 }
 
+// Every field of pcache_program is either compared by LastKeyedProgram::match or makes a program
+// unkeepable: a field added to the struct must be one or the other before this size is changed.
+static_assert(sizeof(pcache_program) == 120, "LastKeyedProgram must learn the new field");
+
+bool LastKeyedProgram::keepable(const pcache_program &p) {
+  // A caller's struct of another size has fields this one lacks or the library does not know.
+  return p.struct_size == sizeof(pcache_program) && p.num_headers == 0 && !p.extra_digest;
+}
+
+namespace {
+
+bool same_strings(const std::vector<std::string> &kept, const char *const *list, size_t n) {
+  if (n != kept.size() || (n && !list)) return false;
+  for (size_t i = 0; i < n; ++i)
+    if (!list[i] || kept[i] != list[i]) return false;
+  return true;
+}
+
+void copy_strings(const std::vector<std::string_view> &from, std::vector<std::string> *to,
+                  std::vector<std::string_view> *views) {
+  to->resize(from.size());
+  for (size_t i = 0; i < from.size(); ++i) (*to)[i].assign(from[i]);
+  views->assign(to->begin(), to->end());
+}
+
+}  // namespace
+
+progcache::ProgramDesc *LastKeyedProgram::match(const pcache_program &p) {
+  if (!kept_ || !keepable(p) || !p.source || p.code_type != code_type_ || p.target != target_ ||
+      p.nvrtc_version != nvrtc_version_ || (p.name != nullptr) != has_name_ ||
+      (has_name_ && name_ != p.name) || !same_strings(options_, p.options, p.num_options) ||
+      !same_strings(name_expressions_, p.name_expressions, p.num_name_expressions))
+    return nullptr;
+  desc_.source = ByteView(p.source, p.source_size ? p.source_size : std::strlen(p.source));
+  desc_.source_digest.reset();
+  return &desc_;
+}
+
+void LastKeyedProgram::keep(const pcache_program &p, const progcache::ProgramDesc &desc,
+                            std::string_view prefix) {
+  kept_ = false;  // until every copy is made: a failed allocation leaves nothing half kept
+  if (!keepable(p)) return;
+  has_name_ = p.name != nullptr;
+  name_.assign(has_name_ ? p.name : "");
+  code_type_ = p.code_type;
+  target_ = p.target;
+  nvrtc_version_ = p.nvrtc_version;
+  prefix_.assign(prefix);
+  desc_.name = has_name_ ? std::string_view(name_) : desc.name;  // else the default, a literal
+  desc_.code_type = desc.code_type;
+  desc_.target = desc.target;
+  desc_.nvrtc_version = desc.nvrtc_version;
+  copy_strings(desc.options, &options_, &desc_.options);
+  copy_strings(desc.name_expressions, &name_expressions_, &desc_.name_expressions);
+  desc_.headers.clear();
+  desc_.extra_digest.reset();
+  desc_.link_inputs.clear();
+  desc_.source = ByteView();
+  desc_.source_digest.reset();
+  desc_.parsed_options = desc.parsed_options;  // the same options: their parse stands
+  kept_ = true;
+}
+
 progcache::ProgramDesc link_desc(const pcache_link_job *job) {
   if (!job) throw invalid("job is NULL");
   if (job->struct_size < kLinkJobV1Size)

@@ -131,4 +131,33 @@ std::vector<std::string_view> string_list(const char *const *list, size_t n, con
 void read_string_list(const char *const *list, size_t n, const char *what,
                       std::vector<std::string_view> *into);
 
+// The last program pcache_make_key keyed on a thread, all but its source: its fields copied, a
+// description whose views are into those copies, and the bytes that begin its digest
+// (core/key.hpp: program_prefix). A caller that keys many sources with one name, target and set
+// of options (a module's kernels, a build's translation units) has them found by comparing what
+// it passes with the copies, without reading the struct, parsing the options or encoding the
+// fields again. Kept only for programs of this header's struct_size with no in-memory headers
+// and no extra digest (the others always take the full path). Not thread-safe: one per thread.
+class LastKeyedProgram {
+ public:
+  // The kept description with its source set to program's when every other field of program
+  // equals the kept one's (compared by value: a caller may reuse its strings' storage);
+  // nullptr otherwise, and for a NULL source (the full path reports it).
+  progcache::ProgramDesc *match(const pcache_program &program);
+  // Keeps program's fields. desc: what read_program made of them; prefix: program_prefix(desc).
+  void keep(const pcache_program &program, const progcache::ProgramDesc &desc,
+            std::string_view prefix);
+  std::string_view prefix() const { return prefix_; }
+
+ private:
+  static bool keepable(const pcache_program &program);
+  bool kept_ = false;
+  bool has_name_ = false;
+  int32_t code_type_ = 0, target_ = 0;
+  uint32_t nvrtc_version_ = 0;
+  std::string name_, prefix_;
+  std::vector<std::string> options_, name_expressions_;
+  progcache::ProgramDesc desc_;
+};
+
 }  // namespace progcache::shim

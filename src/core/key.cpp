@@ -792,17 +792,24 @@ Key derive_key(const ProgramDesc &p, const KeyContext *context) {
   return hash_walk(p, context, true, algo().schema);
 }
 
-ContentDigest program_digest(const ProgramDesc &p) {
+std::string_view program_prefix(const ProgramDesc &p) {
   KeyThread &thread = key_thread();
   FieldBuffer &fields = thread.fields;
   fields.clear();
   walk(p, nullptr, false, SourceAs::last,
        [&](uint8_t tag, ByteView value, auto &&) { encode_field(fields, tag, value); });
-  const std::string_view prefix = thread.prefixes.prefix(fields.view(), thread.pool);
-  Hasher h(thread.pool);
+  return thread.prefixes.prefix(fields.view(), thread.pool);
+}
+
+ContentDigest program_digest_after(std::string_view prefix, ByteView source) {
+  Hasher h;
   h.raw(prefix.data(), prefix.size());
-  h.raw(p.source.data, p.source.size);
+  h.raw(source.data, source.size);
   return h.finish();
+}
+
+ContentDigest program_digest(const ProgramDesc &p) {
+  return program_digest_after(program_prefix(p), p.source);
 }
 
 Key standalone_key(const ContentDigest &program, const std::vector<KeyField> &reads) {

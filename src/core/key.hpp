@@ -106,11 +106,15 @@ struct KeyContext {
 
 // pcache_make_key's keys (schema 5; never a compile's key, which names the exact NVRTC build).
 // program_digest: the program's fields (derive_key's, without a context) and then its source, in
-// one digest, so that a small source costs about its own BLAKE2b (the fields' digest state is
-// kept per thread for the next program with equal fields). standalone_key: that digest where
-// READS (the include scan's fields) is empty, else a digest of it and of READS. Both throw
-// Error(invalid_arg) for refused inputs and Error(internal) if OpenSSL fails.
+// one digest, so that a small source costs about its own BLAKE2b: program_prefix's bytes (the
+// schema and the digest of the fields, kept per thread for the next program with equal fields;
+// the view is valid until the thread's next program_prefix), then the source
+// (program_digest_after). standalone_key: that digest where READS (the include scan's fields) is
+// empty, else a digest of it and of READS. All throw Error(invalid_arg) for refused inputs and
+// Error(internal) if OpenSSL fails.
 [[nodiscard]] ContentDigest program_digest(const ProgramDesc &program);
+[[nodiscard]] std::string_view program_prefix(const ProgramDesc &program);
+[[nodiscard]] ContentDigest program_digest_after(std::string_view prefix, ByteView source);
 [[nodiscard]] Key standalone_key(const ContentDigest &program, const std::vector<KeyField> &reads);
 
 // The key's inputs one by one, for explaining a miss: ("source", digest), ("option[0]",

@@ -6,9 +6,11 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstddef>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <thread>
 #include <utility>
@@ -373,6 +375,82 @@ TEST(Key, AKeyDoesNotDependOnWhatTheThreadKeyedBefore) {
       }
     }
   }
+}
+
+// pcache_make_key keeps the last program's fields per thread and compares what the caller passes
+// with them. A caller that reuses its struct and strings, changing them in place (the same
+// pointers, other bytes), must get each program's own key: the one a fresh thread makes.
+TEST(Key, AProgramChangedInPlaceIsKeyedAsAFreshThreadKeysIt) {
+  char name[] = "kernel.cu", option[] = "-arch=sm_90", expr[] = "k<float>";
+  std::string source = "__global__ void k() {}\n";
+  const char *options[] = {option, "-DN=4"};
+  const char *exprs[] = {expr};
+  const char header_name[] = "h.h", header_source[] = "#define H 1\n";
+  const char *header_names[] = {header_name}, *header_sources[] = {header_source};
+  pcache_program p;
+  pcache_program_init(&p, sizeof p);
+  p.name = name;
+  p.options = options;
+  p.num_options = 1;
+  p.name_expressions = exprs;
+  p.num_name_expressions = 1;
+  p.nvrtc_version = 13000;
+  auto key = [&] {
+    p.source = source.c_str();
+    uint8_t k[PCACHE_KEY_SIZE];
+    EXPECT_EQ(pcache_make_key(&p, k), PCACHE_OK) << pcache_last_error();
+    return std::string(reinterpret_cast<char *>(k), sizeof k);
+  };
+  auto fresh_key = [&] {
+    std::string k;
+    std::thread([&] { k = key(); }).join();
+    return k;
+  };
+  const std::string original_key = fresh_key();
+  EXPECT_EQ(key(), original_key);
+  struct Change {
+    const char *what;
+    std::function<void()> apply, undo;
+  };
+  const Change changes[] = {
+      {"an option's bytes", [&] { option[9] = '8'; }, [&] { option[9] = '9'; }},  // sm_80
+      {"the name's bytes", [&] { name[0] = 'K'; }, [&] { name[0] = 'k'; }},
+      {"no name", [&] { p.name = nullptr; }, [&] { p.name = name; }},
+      {"the NVRTC version", [&] { p.nvrtc_version = 12080; }, [&] { p.nvrtc_version = 13000; }},
+      {"the target", [&] { p.target = PCACHE_TARGET_PTX; },
+       [&] { p.target = PCACHE_TARGET_CUBIN; }},
+      {"the code type", [&] { p.code_type = PCACHE_CODE_PTX; },
+       [&] { p.code_type = PCACHE_CODE_CXX; }},
+      {"one more option", [&] { p.num_options = 2; }, [&] { p.num_options = 1; }},
+      {"a name expression's bytes", [&] { expr[2] = 'i'; }, [&] { expr[2] = 'f'; }},
+      {"no name expression", [&] { p.num_name_expressions = 0; },
+       [&] { p.num_name_expressions = 1; }},
+      {"an empty extra digest", [&] { p.extra_digest = ""; }, [&] { p.extra_digest = nullptr; }},
+      {"an in-memory header",
+       [&] {
+         p.header_names = header_names;
+         p.header_sources = header_sources;
+         p.num_headers = 1;
+       },
+       [&] { p.num_headers = 0; }},
+      {"the source", [&] { source += "// more\n"; }, [&] { source.resize(source.size() - 8); }},
+  };
+  std::vector<std::string> seen = {original_key};
+  for (const Change &c : changes) {
+    SCOPED_TRACE(c.what);
+    c.apply();
+    const std::string expected = fresh_key();
+    EXPECT_EQ(key(), expected);
+    EXPECT_EQ(key(), expected);  // and again, now from what the thread kept
+    for (const std::string &k : seen) EXPECT_NE(expected, k);
+    seen.push_back(expected);
+    c.undo();
+    EXPECT_EQ(key(), original_key);
+  }
+  // A caller of version 0.4's struct size (no header_sizes) is keyed like a current one.
+  p.struct_size = offsetof(pcache_program, header_sizes);
+  EXPECT_EQ(key(), original_key);
+  EXPECT_EQ(key(), original_key);
 }
 
 // A thread_local made before the library's own is destroyed after them: a key made by its
