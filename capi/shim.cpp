@@ -205,6 +205,20 @@ void LastKeyedProgram::keep(const pcache_program &p, const progcache::ProgramDes
                             std::string_view prefix) {
   kept_ = false;  // until every copy is made: a failed allocation leaves nothing half kept
   if (!keepable(p)) return;
+  // Copies as large as the fields the key's kept digests stop at (core/key.cpp) are not kept for
+  // the thread's life: the fields' own encoding then costs little beside them.
+  size_t bytes = desc.name.size();
+  for (std::string_view s : desc.options) bytes += s.size();
+  for (std::string_view s : desc.name_expressions) bytes += s.size();
+  if (bytes > kMaxKeptBytes) {
+    name_.clear();
+    name_.shrink_to_fit();
+    options_.clear();
+    options_.shrink_to_fit();
+    name_expressions_.clear();
+    name_expressions_.shrink_to_fit();
+    return;
+  }
   has_name_ = p.name != nullptr;
   name_.assign(has_name_ ? p.name : "");
   code_type_ = p.code_type;

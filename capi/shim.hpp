@@ -137,7 +137,8 @@ void read_string_list(const char *const *list, size_t n, const char *what,
 // of options (a module's kernels, a build's translation units) has them found by comparing what
 // it passes with the copies, without reading the struct, parsing the options or encoding the
 // fields again. Kept only for programs of this header's struct_size with no in-memory headers
-// and no extra digest (the others always take the full path). Not thread-safe: one per thread.
+// and no extra digest, whose name, options and name expressions come to at most 16 KiB (the
+// others always take the full path). Not thread-safe: one per thread.
 class LastKeyedProgram {
  public:
   // The kept description with its source set to program's when every other field of program
@@ -150,6 +151,7 @@ class LastKeyedProgram {
   std::string_view prefix() const { return prefix_; }
 
  private:
+  static constexpr size_t kMaxKeptBytes = 16 * 1024;
   static bool keepable(const pcache_program &program);
   bool kept_ = false;
   bool has_name_ = false;

@@ -383,6 +383,7 @@ TEST(Key, AKeyDoesNotDependOnWhatTheThreadKeyedBefore) {
 TEST(Key, AProgramChangedInPlaceIsKeyedAsAFreshThreadKeysIt) {
   char name[] = "kernel.cu", option[] = "-arch=sm_90", expr[] = "k<float>";
   std::string source = "__global__ void k() {}\n";
+  const std::string big_option = "-DBIG=" + std::string(20000, 'x');
   const char *options[] = {option, "-DN=4"};
   const char *exprs[] = {expr};
   const char header_name[] = "h.h", header_source[] = "#define H 1\n";
@@ -434,6 +435,15 @@ TEST(Key, AProgramChangedInPlaceIsKeyedAsAFreshThreadKeysIt) {
        },
        [&] { p.num_headers = 0; }},
       {"the source", [&] { source += "// more\n"; }, [&] { source.resize(source.size() - 8); }},
+      {"a 20 KB option (more than the thread keeps)",
+       [&] {
+         options[1] = big_option.c_str();
+         p.num_options = 2;
+       },
+       [&] {
+         options[1] = "-DN=4";
+         p.num_options = 1;
+       }},
   };
   std::vector<std::string> seen = {original_key};
   for (const Change &c : changes) {
