@@ -211,12 +211,7 @@ void LastKeyedProgram::keep(const pcache_program &p, const progcache::ProgramDes
   for (std::string_view s : desc.options) bytes += s.size();
   for (std::string_view s : desc.name_expressions) bytes += s.size();
   if (bytes > kMaxKeptBytes) {
-    name_.clear();
-    name_.shrink_to_fit();
-    options_.clear();
-    options_.shrink_to_fit();
-    name_expressions_.clear();
-    name_expressions_.shrink_to_fit();
+    *this = LastKeyedProgram();  // and the storage of earlier copies released
     return;
   }
   has_name_ = p.name != nullptr;
