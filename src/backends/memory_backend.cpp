@@ -9,13 +9,13 @@ MemoryBackend::MemoryBackend(const BackendConfig &config) : config_(config) {}
 
 SharedBlob MemoryBackend::get(ByteView key, Access access) {
   std::lock_guard lock(mutex_);
-  auto it = index_.find(key.str());
-  if (it == index_.end()) return nullptr;
+  const Lru::iterator *it = index_.find(key.str());
+  if (!it) return nullptr;
   if (access == Access::use) {
-    lru_.splice(lru_.begin(), lru_, it->second);
-    it->second->last_use = std::time(nullptr);
+    lru_.splice(lru_.begin(), lru_, *it);
+    (*it)->last_use = std::time(nullptr);
   }
-  return it->second->record;
+  return (*it)->record;
 }
 
 void MemoryBackend::erase_locked(Lru::iterator it) {
@@ -26,11 +26,11 @@ void MemoryBackend::erase_locked(Lru::iterator it) {
 
 void MemoryBackend::put(ByteView key, Blob &&record, uint64_t payload_size) {
   auto shared = std::make_shared<const Blob>(std::move(record));
-  std::string k(key.str());
+  Node node{std::string(key.str()), std::move(shared), payload_size, std::time(nullptr)};
   std::lock_guard lock(mutex_);
-  if (auto it = index_.find(k); it != index_.end()) erase_locked(it->second);
-  lru_.push_front(Node{k, std::move(shared), payload_size, std::time(nullptr)});
-  index_.emplace(std::move(k), lru_.begin());
+  if (const Lru::iterator *it = index_.find(key.str())) erase_locked(*it);
+  lru_.push_front(std::move(node));
+  index_.insert(lru_.begin());
   total_ += payload_size;
   if (config_.max_size_bytes == 0) return;
   while (total_ > config_.max_size_bytes && lru_.size() > 1) {
@@ -41,9 +41,9 @@ void MemoryBackend::put(ByteView key, Blob &&record, uint64_t payload_size) {
 
 bool MemoryBackend::remove(ByteView key) {
   std::lock_guard lock(mutex_);
-  auto it = index_.find(key.str());
-  if (it == index_.end()) return false;
-  erase_locked(it->second);
+  const Lru::iterator *it = index_.find(key.str());
+  if (!it) return false;
+  erase_locked(*it);
   return true;
 }
 

@@ -1,4 +1,4 @@
-// memory: an in-process LRU: hash map + intrusive recency list, one mutex, O(1) per operation.
+// memory: an in-process LRU: open-addressing index + recency list, one mutex, O(1) per operation.
 #pragma once
 
 #include <list>
@@ -6,9 +6,9 @@
 #include <memory>
 #include <mutex>
 #include <string>
-#include <unordered_map>
 
 #include "backends/backend.hpp"
+#include "util/open_index.hpp"
 
 namespace progcache {
 
@@ -34,18 +34,17 @@ class MemoryBackend final : public Backend {
     uint64_t payload_size;
     int64_t last_use;
   };
-  struct KeyHash {
-    using is_transparent = void;
-    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
-  };
   using Lru = std::list<Node>;  // front = most recently used
+  struct KeyOf {
+    std::string_view operator()(Lru::iterator it) const { return it->key; }
+  };
 
   void erase_locked(Lru::iterator it);
 
   BackendConfig config_;  // max_size_bytes may change while opening (set_max_size_bytes)
   ForkSafeMutex mutex_{ForkSafeMutex::kMiddle};
   Lru lru_;
-  std::unordered_map<std::string, Lru::iterator, KeyHash, std::equal_to<>> index_;
+  OpenIndex<Lru::iterator, KeyOf> index_;
   uint64_t total_ = 0;
   std::map<std::string, std::string, std::less<>> meta_;  // under mutex_
 };
