@@ -274,8 +274,11 @@ std::optional<EntryParts> parse_entry(ByteView record, std::string *why) {
   const bool compressed = flags & kFlagZstd;
   if (key_size > body || meta_size > body - key_size || pad > body - key_size - meta_size)
     return fail("entry sizes do not match its length (truncated or padded)");
-  const uint8_t *padding = p + kEntryHeaderSize + key_size + meta_size;
-  if (std::any_of(padding, padding + pad, [](uint8_t b) { return b != 0; }))
+  // Under 16 bytes: gathered and tested as two words, not byte by byte (a fifth of a memory hit's
+  // parse went to that loop).
+  uint8_t padding[16] = {};
+  std::memcpy(padding, p + kEntryHeaderSize + key_size + meta_size, pad);
+  if ((load_le(padding, 8) | load_le(padding + 8, 8)) != 0)
     return fail("entry padding bytes are not zero");
   const uint64_t stored = body - key_size - meta_size - pad;
   if (compressed ? stored == 0 : payload_size != stored)
