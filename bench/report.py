@@ -241,7 +241,7 @@ if jit and "numba_nvvm_ratio" in jit:
               "| %.2f ms | %.3f ms | %.0f× %s |" % (jit["link_real_ms"], jit["link_warm_ms"], jit["link_ratio"],
                                                    verdict(jit["link_ratio"], 50, lower_is_better=False))]
 mem = rows.get("BM_MemoryOverheadPerEntry/iterations:1", {})
-lines += ["", "Memory backend: %s heap bytes per entry beyond its 64-byte payload (100,000 entries; the entry record's 64-byte header and 16-byte alignment, the key, the hash-map node and the recency-list node)."
+lines += ["", "Memory backend: %s heap bytes per entry beyond its 64-byte payload (100,000 entries; the entry record's 64-byte header and 16-byte alignment, the key, its slot in the open-addressing index and the recency-list node)."
           % ("%.0f" % mem["bytes_per_entry_beyond_payload"] if "bytes_per_entry_beyond_payload" in mem else "n/a"), ""]
 
 # Side by side with cuda.core
