@@ -38,7 +38,8 @@ constexpr const char *kScanBatch = "1000";
   X(redisGetReply) \
   X(freeReplyObject)
 // clang-format on
-PCACHE_SYSTEM_LIBRARY_API(HiredisApi, hiredis, PCACHE_HIREDIS_SONAME, PCACHE_HIREDIS_FUNCTIONS)
+PCACHE_SYSTEM_LIBRARY_API(HiredisApi, hiredis, PCACHE_HIREDIS_SONAME, Binding::process_scope,
+                          PCACHE_HIREDIS_FUNCTIONS)
 
 using Reply = std::unique_ptr<redisReply, decltype(&freeReplyObject)>;
 

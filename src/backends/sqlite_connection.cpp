@@ -23,7 +23,8 @@
 // Opening, configuring, resetting and re-opening the connection (after fork()).
 namespace progcache {
 
-PCACHE_SYSTEM_LIBRARY_GETTER(LibSqlite, libsqlite, PCACHE_SQLITE_SONAME, PCACHE_SQLITE_FUNCTIONS)
+PCACHE_SYSTEM_LIBRARY_GETTER(LibSqlite, libsqlite, PCACHE_SQLITE_SONAME, Binding::own_first,
+                             PCACHE_SQLITE_FUNCTIONS)
 
 const LibSqlite &libsqlite_checked() {
   const LibSqlite &sqlite = libsqlite();

@@ -127,7 +127,8 @@ void seal(Blob &b, const MacKey *mac) {
   X(ZSTD_findFrameCompressedSize) \
   X(ZSTD_decompressDCtx)
 // clang-format on
-PCACHE_SYSTEM_LIBRARY_API(ZstdApi, zstd_api, PCACHE_ZSTD_SONAME, PCACHE_ZSTD_FUNCTIONS)
+PCACHE_SYSTEM_LIBRARY_API(ZstdApi, zstd_api, PCACHE_ZSTD_SONAME, Binding::process_scope,
+                          PCACHE_ZSTD_FUNCTIONS)
 
 // One compression and one decompression context per thread: creating them costs more than
 // compressing a small cubin.

@@ -11,7 +11,7 @@
 
 namespace progcache {
 
-PCACHE_SYSTEM_LIBRARY_GETTER(LibCrypto, libcrypto, PCACHE_LIBCRYPTO_SONAME,
+PCACHE_SYSTEM_LIBRARY_GETTER(LibCrypto, libcrypto, PCACHE_LIBCRYPTO_SONAME, Binding::own_first,
                              PCACHE_LIBCRYPTO_FUNCTIONS)
 
 namespace {

@@ -4,12 +4,32 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 
 #include "util/error.hpp"
 #include "util/test_hooks.hpp"
 
 namespace progcache {
+namespace {
+
+// The sanitizer runtimes (ASan, TSan, LSan, UBSan, MSan) all export this; each ends the process
+// on a dlopen with RTLD_DEEPBIND.
+bool sanitizer_runtime_loaded() {
+  return ::dlsym(RTLD_DEFAULT, "__sanitizer_set_report_path") != nullptr;
+}
+
+bool libraries_preloaded() {
+  const char *preload = std::getenv("LD_PRELOAD");
+  return (preload && *preload) || ::access("/etc/ld.so.preload", F_OK) == 0;
+}
+
+}  // namespace
+
+int system_library_open_flags(Binding binding, bool sanitizer_runtime, bool preloaded) {
+  const bool deep = binding == Binding::own_first && !sanitizer_runtime && !preloaded;
+  return RTLD_NOW | RTLD_LOCAL | (deep ? RTLD_DEEPBIND : 0);
+}
 
 void *SystemLibrary::symbol(const char *name) {
   void *fn = optional_symbol(name);
@@ -25,7 +45,8 @@ void *SystemLibrary::optional_symbol(const char *name) {
       return;
     }
     if (const int ms = test_hooks::library_load_delay_ms()) ::usleep(useconds_t(ms) * 1000);
-    handle_ = ::dlopen(soname_, RTLD_NOW | RTLD_LOCAL);
+    handle_ = ::dlopen(soname_, system_library_open_flags(binding_, sanitizer_runtime_loaded(),
+                                                          libraries_preloaded()));
     if (!handle_) {
       const char *why = ::dlerror();
       std::snprintf(failure_, sizeof failure_, "cannot load %s: %s", soname_,

@@ -10,11 +10,39 @@
 
 namespace progcache {
 
+// How an opened library's references to symbols it defines itself are resolved.
+enum class Binding {
+  // Through the process's global scope first, as a linked library's are.
+  process_scope,
+  // Inside the library first (RTLD_DEEPBIND), where the process allows it. Only for a library
+  // none of whose allocations progcache or its caller ever frees (libcrypto, SQLite): the
+  // library's calls into libc bind to libc too, so its malloc is libc's even where the host
+  // linked another allocator. hiredis stays process_scope: a reply's buffer becomes a Blob,
+  // freed with progcache's free.
+  own_first,
+};
+
+// The dlopen flags of a system library: RTLD_NOW | RTLD_LOCAL, and RTLD_DEEPBIND for
+// Binding::own_first unless a sanitizer runtime is loaded (they end the process on it) or
+// libraries are preloaded. Without the flag a library's references to its own exported symbols
+// bind through the process's global scope, so that (1) a host that exports symbols of the same
+// names (an executable or an RTLD_GLOBAL module with its own OpenSSL or SQLite linked in, of
+// another version) captures the calls our copy makes into itself, mixing two versions'
+// internals (test own_symbols_stay_inside); and (2) each of libcrypto's and SQLite's thousands of
+// such references is first looked up in every object of that scope (the executable,
+// libprogcache, libc...): 1.35M of the 4.77M instructions that opening both took after
+// libprogcache was loaded (bench/analysis.md). The flag also makes their references to libc
+// bind to libc before any interposer, which is why it is left off wherever LD_PRELOAD or
+// /etc/ld.so.preload preloads one (an allocator, libeatmydata, libfaketime must still see
+// SQLite's calls).
+int system_library_open_flags(Binding binding, bool sanitizer_runtime, bool preloaded);
+
 class SystemLibrary {
  public:
   // soname: the exact name the build compiled against (its headers' ABI). Constant-initialised
   // and trivially destructible, so that a static one needs no guard (util/fork_guard.hpp).
-  explicit constexpr SystemLibrary(const char *soname) : soname_(soname) {}
+  explicit constexpr SystemLibrary(const char *soname, Binding binding = Binding::process_scope)
+      : soname_(soname), binding_(binding) {}
   SystemLibrary(const SystemLibrary &) = delete;
   SystemLibrary &operator=(const SystemLibrary &) = delete;
 
@@ -36,6 +64,7 @@ class SystemLibrary {
 
  private:
   const char *soname_;
+  Binding binding_;
   std::once_flag once_;
   void *handle_ = nullptr;
   char failure_[512] = {};
@@ -47,20 +76,20 @@ class SystemLibrary {
 // for a load under way. Use it inside an anonymous namespace; a library
 // that several files call declares the struct in a header (PCACHE_SYSTEM_LIBRARY_STRUCT) and
 // defines the getter in one of them (PCACHE_SYSTEM_LIBRARY_GETTER).
-#define PCACHE_SYSTEM_LIBRARY_API(Name, getter, soname, list) \
-  PCACHE_SYSTEM_LIBRARY_STRUCT(Name, list)                    \
-  PCACHE_SYSTEM_LIBRARY_GETTER(Name, getter, soname, list)
+#define PCACHE_SYSTEM_LIBRARY_API(Name, getter, soname, binding, list) \
+  PCACHE_SYSTEM_LIBRARY_STRUCT(Name, list)                             \
+  PCACHE_SYSTEM_LIBRARY_GETTER(Name, getter, soname, binding, list)
 #define PCACHE_SYSTEM_LIBRARY_STRUCT(Name, list) \
   struct Name {                                  \
     list(PCACHE_SYSTEM_LIBRARY_MEMBER)           \
   };
-#define PCACHE_SYSTEM_LIBRARY_GETTER(Name, getter, soname, list) \
-  const Name &getter() {                                         \
-    static constinit ::progcache::SystemLibrary library(soname); \
-    static constinit Name api{};                                 \
-    static constinit ::progcache::ForkSafeOnce resolved;         \
-    resolved.run([] { list(PCACHE_SYSTEM_LIBRARY_RESOLVE) });    \
-    return api;                                                  \
+#define PCACHE_SYSTEM_LIBRARY_GETTER(Name, getter, soname, binding, list) \
+  const Name &getter() {                                                  \
+    static constinit ::progcache::SystemLibrary library(soname, binding); \
+    static constinit Name api{};                                          \
+    static constinit ::progcache::ForkSafeOnce resolved;                  \
+    resolved.run([] { list(PCACHE_SYSTEM_LIBRARY_RESOLVE) });             \
+    return api;                                                           \
   }
 #define PCACHE_SYSTEM_LIBRARY_MEMBER(fn) decltype(&::fn) fn;
 #define PCACHE_SYSTEM_LIBRARY_RESOLVE(fn) api.fn = library.function<decltype(&::fn)>(#fn);
