@@ -25,7 +25,8 @@ constexpr size_t kAlignedCopyFrom = 1024;
 #if defined(__SANITIZE_ADDRESS__)
 constexpr size_t kMaxSpare = 0;  // AddressSanitizer sees every block freed, and a use after free
 #else
-constexpr size_t kMaxSpare = 64 * 1024;
+// A block that holds a copy of up to 64 KiB, its prefix and its page-offset gap.
+constexpr size_t kMaxSpare = kCopyPrefix + kPageSize - 1 + 64 * 1024;
 #endif
 
 // The copy block this thread released last (pcache_free), kept for its next copied payload: a
