@@ -45,8 +45,11 @@ void *SystemLibrary::optional_symbol(const char *name) {
       return;
     }
     if (const int ms = test_hooks::library_load_delay_ms()) ::usleep(useconds_t(ms) * 1000);
-    handle_ = ::dlopen(soname_, system_library_open_flags(binding_, sanitizer_runtime_loaded(),
-                                                          libraries_preloaded()));
+    // The process is asked (a walk of every loaded object, a system call) only where it matters.
+    const bool own_first = binding_ == Binding::own_first;
+    handle_ = ::dlopen(soname_,
+                       system_library_open_flags(binding_, own_first && sanitizer_runtime_loaded(),
+                                                 own_first && libraries_preloaded()));
     if (!handle_) {
       const char *why = ::dlerror();
       std::snprintf(failure_, sizeof failure_, "cannot load %s: %s", soname_,
