@@ -1,5 +1,7 @@
 #include "core/key.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -462,18 +464,23 @@ std::string short_digest(ByteView v) {
 // (the entry's key, not the identity's).
 using Described = std::pair<std::string, std::string>;
 
-// A field's name (a path, a variable) is part of what it says: hashed with its value.
-std::string named_value(const KeyField &f) {
-  return f.name + std::string(1, '\0') + f.value;
+// A field's name (a path, a variable) is part of what it says: hashed with its value. Made in
+// scratch, whose capacity the walk's fields share (a string per field was a tenth of a key's
+// allocations); every visitor consumes the view before the next field.
+ByteView named_value(const KeyField &f, std::string &scratch) {
+  scratch.assign(f.name);
+  scratch.push_back('\0');
+  scratch.append(f.value);
+  return ByteView(scratch);
 }
 
 template <typename Visit>
-void walk_fields(const std::vector<KeyField> &fields, Visit &&visit) {
+void walk_fields(const std::vector<KeyField> &fields, Visit &&visit, std::string &scratch) {
   uint8_t count[8];
   store_le(count, fields.size(), 8);
   visit(kTagFieldCount, ByteView(count, 8), [] { return Described(); });
   for (const KeyField &f : fields)
-    visit(f.tag, named_value(f), [&] { return Described(f.name, f.shown); });
+    visit(f.tag, named_value(f, scratch), [&] { return Described(f.name, f.shown); });
 }
 
 // How the walk gives the source: by its digest in its place (schema 4), or as a mark whose
@@ -570,9 +577,10 @@ void walk(const ProgramDesc &p, const KeyContext *context, bool with_fields, Sou
     }
   }
   if (!context) return;
+  std::string scratch;
   for (const KeyField &f : context->environment)
-    visit(kTagEnvironment, named_value(f), [&] { return Described(f.name, f.shown); });
-  if (with_fields) walk_fields(context->fields, visit);
+    visit(kTagEnvironment, named_value(f, scratch), [&] { return Described(f.name, f.shown); });
+  if (with_fields) walk_fields(context->fields, visit, scratch);
 }
 
 Key hash_walk(const ProgramDesc &p, const KeyContext *context, bool with_fields,
@@ -708,15 +716,42 @@ const std::vector<std::string_view> &nvrtc_load_time_variables() {
 }
 
 std::vector<KeyField> nvrtc_environment_fields() {
-  std::vector<KeyField> fields;
-  for (std::string_view name : nvrtc_load_time_variables()) {
-    const char *v = std::getenv(std::string(name).c_str());
-    KeyField f;
+  // One pass over the environment, not a getenv per name (each scans all of it), and the fields'
+  // names made once: this ran on every compile and was a seventh of a drop-in hit's instructions.
+  // The first entry of a name wins and an entry without '=' names nothing, as with getenv.
+  struct Names {
+    std::vector<std::string> fields;                  // "nvrtc env NAME", in the list's order
+    std::unordered_map<std::string_view, size_t> at;  // NAME -> its place in the list
+  };
+  static const Names known = [] {
+    Names n;
+    const std::vector<std::string_view> &list = nvrtc_load_time_variables();
+    for (size_t i = 0; i < list.size(); ++i) {
+      n.fields.push_back("nvrtc env " + std::string(list[i]));
+      n.at.emplace(list[i], i);
+    }
+    return n;
+  }();
+  std::vector<const char *> values(known.fields.size(), nullptr);
+  for (char **entry = environ; entry && *entry; ++entry) {
+    const char *eq = std::strchr(*entry, '=');
+    if (!eq) continue;
+    const auto it = known.at.find(std::string_view(*entry, size_t(eq - *entry)));
+    if (it != known.at.end() && !values[it->second]) values[it->second] = eq + 1;
+  }
+  std::vector<KeyField> fields(values.size());
+  for (size_t i = 0; i < values.size(); ++i) {
+    KeyField &f = fields[i];
     f.tag = kTagEnvironment;
-    f.name = "nvrtc env " + std::string(name);
-    f.value = v ? std::string(1, '=') + v : std::string("unset");
-    f.shown = v ? v : "unset";
-    fields.push_back(std::move(f));
+    f.name = known.fields[i];
+    if (values[i]) {
+      f.value.reserve(1 + std::strlen(values[i]));
+      f.value.push_back('=');
+      f.value.append(values[i]);
+      f.shown = values[i];
+    } else {
+      f.value = f.shown = "unset";
+    }
   }
   return fields;
 }
@@ -817,7 +852,9 @@ Key standalone_key(const ContentDigest &program, const std::vector<KeyField> &re
   Hasher h;
   h.field(kTagSchema, algo().reads_schema);
   h.field(kTagProgram, ByteView(program.data(), program.size()));
-  walk_fields(reads, [&](uint8_t tag, ByteView value, auto &&) { h.field(tag, value); });
+  std::string scratch;
+  walk_fields(
+      reads, [&](uint8_t tag, ByteView value, auto &&) { h.field(tag, value); }, scratch);
   return h.finish();
 }
 
