@@ -59,7 +59,7 @@ std::shared_ptr<CompileResult> from_hit(Hit &&hit, const Key &key) {
   r->key = key;
   r->from_cache = true;
   r->code = hit.payload;
-  if (auto meta = decode_meta(hit.meta)) r->meta = std::move(*meta);
+  if (auto meta = decode_meta(hit.meta, KeyFields::checked_only)) r->meta = std::move(*meta);
   if (r->meta.failure != 0) {
     r->status = Status::compile;
     r->nvrtc_result = r->meta.failure == kNoOutput ? 0 : r->meta.failure;

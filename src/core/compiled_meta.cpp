@@ -37,12 +37,12 @@ std::string pair_value(const std::string &a, const std::string &b) {
   v.bytes(b);
   return v.take();
 }
-std::optional<std::pair<std::string, std::string>> split_pair(std::string_view v) {
+std::optional<std::pair<std::string_view, std::string_view>> split_pair(std::string_view v) {
   ByteReader r(v);
   const std::string_view first = r.str();
   const std::string_view second = r.rest();
   if (!r.done()) return std::nullopt;
-  return std::make_pair(std::string(first), std::string(second));
+  return std::make_pair(first, second);
 }
 // A fixed-size number value: exactly size bytes.
 std::optional<uint64_t> number_value(std::string_view v, size_t size) {
@@ -69,7 +69,7 @@ std::string encode_meta(const CompiledMeta &m) {
   return out.take();
 }
 
-std::optional<CompiledMeta> decode_meta(ByteView bytes) {
+std::optional<CompiledMeta> decode_meta(ByteView bytes, KeyFields key_fields) {
   ByteReader r(bytes.str());
   if (r.bytes(4) != std::string_view(kMagic, 4)) return std::nullopt;
   CompiledMeta m;
@@ -113,9 +113,10 @@ std::optional<CompiledMeta> decode_meta(ByteView bytes) {
       }
       case kLoweredName:
       case kKeyField: {
-        auto p = split_pair(v);
+        const auto p = split_pair(v);
         if (!p) return std::nullopt;
-        (tag == kLoweredName ? m.lowered_names : m.key_fields).push_back(std::move(*p));
+        if (tag == kKeyField && key_fields == KeyFields::checked_only) break;
+        (tag == kLoweredName ? m.lowered_names : m.key_fields).emplace_back(p->first, p->second);
         break;
       }
       default:  // a newer writer's field: skipped

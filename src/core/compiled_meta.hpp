@@ -29,7 +29,11 @@ struct CompiledMeta {
 };
 
 std::string encode_meta(const CompiledMeta &meta);
+// What decode_meta makes of the key fields: a hit answers without them (they are for `progcache
+// explain` and the entry accessors), and making their strings was a third of a drop-in hit's
+// decode. Malformed ones fail the decode either way.
+enum class KeyFields { decoded, checked_only };
 // nullopt for an empty or malformed section (unknown tags are skipped, for forward compatibility).
-std::optional<CompiledMeta> decode_meta(ByteView bytes);
+std::optional<CompiledMeta> decode_meta(ByteView bytes, KeyFields key_fields = KeyFields::decoded);
 
 }  // namespace progcache

@@ -78,3 +78,32 @@ TEST(CompiledMeta, EveryTruncationAndADamagedLengthAreRefused) {
   zero_failure += std::string("\x08\x04\0\0\0\0\0\0\0", 9);  // a failure of 0 is not a failure
   EXPECT_FALSE(decode_meta(view(zero_failure)));
 }
+
+// A hit decodes without the key fields (checked, not kept): every other field as a full decode
+// gives it, and a malformed key field still refuses the section.
+TEST(CompiledMeta, AHitsDecodeChecksTheKeyFieldsWithoutKeepingThem) {
+  const std::string bytes = encode_meta(sample());
+  const auto full = decode_meta(view(bytes));
+  const auto hit = decode_meta(view(bytes), progcache::KeyFields::checked_only);
+  ASSERT_TRUE(full);
+  ASSERT_TRUE(hit);
+  EXPECT_TRUE(hit->key_fields.empty());
+  EXPECT_EQ(full->key_fields, sample().key_fields);
+  EXPECT_EQ(hit->lowered_names, full->lowered_names);
+  EXPECT_EQ(hit->log, full->log);
+  EXPECT_EQ(hit->identity, full->identity);
+  EXPECT_EQ(hit->failure, full->failure);
+  EXPECT_EQ(hit->compile_us, full->compile_us);
+
+  // A key field whose inner length runs past its value: refused by both.
+  CompiledMeta bare;
+  std::string damaged = encode_meta(bare);
+  damaged += std::string("\x07\x06\0\0\0\xff\0\0\0ab", 11);
+  EXPECT_FALSE(decode_meta(view(damaged)));
+  EXPECT_FALSE(decode_meta(view(damaged), progcache::KeyFields::checked_only));
+  std::string good = encode_meta(bare);
+  good += std::string("\x07\x06\0\0\0\x01\0\0\0ab", 11);  // "a" -> "b"
+  ASSERT_TRUE(decode_meta(view(good), progcache::KeyFields::checked_only));
+  EXPECT_EQ(decode_meta(view(good))->key_fields,
+            (std::vector<std::pair<std::string, std::string>>{{"a", "b"}}));
+}
