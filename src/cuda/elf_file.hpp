@@ -26,8 +26,9 @@ inline constexpr uint32_t kFrontEndNoteType = 0x50430001;
 // truncated or malformed (every offset is checked against the file size).
 std::optional<ElfFacts> read_elf_facts(int fd);
 
-// read_elf_facts of the regular file at path, remembered per (path, stat identity) for this
-// process, so that locating NVRTC and identifying it read its headers once. nullopt as
+// read_elf_facts of the regular file at path, remembered per path for this process with the stat
+// identity it was read at (a stat per call; a file with another identity is read again), so that
+// locating NVRTC and identifying it read its headers once. nullopt as
 // read_elf_facts, or when the file cannot be opened. Thread-safe.
 std::optional<ElfFacts> elf_facts_of_file(const std::string &path);
 
