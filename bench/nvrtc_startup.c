@@ -1,14 +1,15 @@
-/* An application's start-up as the drop-in sees it: 20 kernels compiled with NVRTC (linked with
- * -lnvrtc, nothing of progcache), each program's cubin fetched, then exit. bench/dropin_startup.py
- * times whole runs of it on the real NVRTC and through `progcache run`. */
+/* An application's start-up as the drop-in sees it: 20 kernels (or the count given as the first
+ * argument, each its own program) compiled with NVRTC (linked with -lnvrtc, nothing of progcache),
+ * each program's cubin fetched, then exit. bench/dropin_startup.py times whole runs of it on the
+ * real NVRTC and through `progcache run`; two counts give the cost of one more hit
+ * (bench/analysis.md). */
 #include <nvrtc.h>
 #include <stdio.h>
 #include <stdlib.h>
 
-enum { kKernels = 20 };
-
-int main(void) {
-  for (int i = 0; i < kKernels; ++i) {
+int main(int argc, char **argv) {
+  const int kernels = argc > 1 ? atoi(argv[1]) : 20;
+  for (int i = 0; i < kernels; ++i) {
     char source[1024], name[32];
     snprintf(source, sizeof source,
              "template <typename T> __device__ T f%d(T v) { return v * T(%d) + T(1); }\n"
