@@ -28,8 +28,8 @@ std::optional<ElfFacts> read_elf_facts(int fd);
 
 // read_elf_facts of the regular file at path, remembered per path for this process with the stat
 // identity it was read at (a stat per call; a file with another identity is read again), so that
-// locating NVRTC and identifying it read its headers once. nullopt as
-// read_elf_facts, or when the file cannot be opened. Thread-safe.
+// locating NVRTC and identifying it read its headers once. nullopt as read_elf_facts, or when the
+// file cannot be opened. Thread-safe.
 std::optional<ElfFacts> elf_facts_of_file(const std::string &path);
 
 // The first library name in the file's .rodata section that starts with prefix and goes on with
