@@ -1,8 +1,9 @@
 // The C caller's allocation contract for pcache_get and pcache_free: a payload is handed over
-// inside the malloc'd block that holds it, preceded by {magic, block base}, so that pcache_free
-// finds the start of the block whatever the payload's offset, and refuses a pointer that never
-// came from pcache_get. A copy is made into a block of this file's own layout, which
-// pcache_free keeps as the thread's spare for the next copy instead of freeing it.
+// inside the malloc'd block that holds it, preceded by {block size, check, magic, block base},
+// so that pcache_free finds the start and size of the block whatever the payload's offset, and
+// refuses a pointer that never came from pcache_get or that the caller wrote in front of.
+// pcache_free keeps a block of up to 64 KiB as the thread's spare (util/spare_block.hpp) for
+// the next copy or record read, instead of freeing it.
 #pragma once
 
 #include <cstddef>

@@ -309,7 +309,7 @@ SharedBlob FileStreamBackend::get(ByteView key, Access access) {
     // Not an entry (a FIFO, a directory, a truncated file): the cache layer will remove it.
     return std::make_shared<Blob>(0);
   }
-  auto blob = std::make_shared<Blob>(size_t(st.st_size));
+  auto blob = std::make_shared<Blob>(Blob::for_read(size_t(st.st_size)));
   if (!pread_all(fd.get(), blob->data(), blob->size(), 0)) {
     if (errno == 0) return std::make_shared<Blob>(0);  // shrank under us: treated as damage
     throw_errno("cannot read cache entry");

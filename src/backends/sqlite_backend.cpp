@@ -511,7 +511,7 @@ bool SqliteBackend::get_with_reader(ByteView key, SharedBlob *out, int64_t *used
 SharedBlob SqliteBackend::read_record(sqlite3 *db, sqlite3_stmt *row, int *rc) {
   if (libsqlite().sqlite3_column_type(row, 0) != SQLITE_NULL) {
     const int n = libsqlite().sqlite3_column_bytes(row, 0);
-    auto blob = std::make_shared<Blob>(static_cast<size_t>(n));
+    auto blob = std::make_shared<Blob>(Blob::for_read(static_cast<size_t>(n)));
     if (n)
       std::memcpy(blob->data(), libsqlite().sqlite3_column_blob(row, 0), static_cast<size_t>(n));
     return blob;
@@ -525,7 +525,7 @@ SharedBlob SqliteBackend::read_record(sqlite3 *db, sqlite3_stmt *row, int *rc) {
   } close_blob{incremental};
   if (*rc != SQLITE_OK) return nullptr;
   const int n = libsqlite().sqlite3_blob_bytes(incremental);
-  auto blob = std::make_shared<Blob>(static_cast<size_t>(n));
+  auto blob = std::make_shared<Blob>(Blob::for_read(static_cast<size_t>(n)));
   *rc = libsqlite().sqlite3_blob_read(incremental, blob->data(), n, 0);
   return *rc == SQLITE_OK ? blob : nullptr;
 }

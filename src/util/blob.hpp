@@ -10,6 +10,8 @@
 #include <string>
 #include <string_view>
 
+#include "util/spare_block.hpp"
+
 namespace progcache {
 
 // A non-owning view of bytes (keys, payloads, records).
@@ -27,32 +29,39 @@ struct ByteView {
   }
 };
 
-// Owned bytes in one malloc'd block. The block has kPrefix spare bytes in front of data() so
-// that the C API can hand a payload to the caller without copying it (see capi: pcache_free).
+// Owned bytes in one malloc'd block, which the C API can hand over to its caller whole
+// (release_block; see capi/owned_payload.hpp).
 class Blob {
  public:
-  static constexpr size_t kPrefix = 16;
-
   Blob() = default;
-  explicit Blob(size_t size) : size_(size) {
-    base_ = static_cast<uint8_t *>(std::malloc(kPrefix + (size ? size : 1)));
+  explicit Blob(size_t size) : size_(size), capacity_(size ? size : 1) {
+    base_ = static_cast<uint8_t *>(std::malloc(capacity_));
     if (!base_) throw std::bad_alloc();
+  }
+  // A blob for a record read from storage to be handed on and freed soon (a hit): in the
+  // calling thread's spare block when one fits (util/spare_block.hpp), else a new one.
+  static Blob for_read(size_t size) {
+    Blob b;
+    b.size_ = size;
+    b.base_ = take_spare_block(size ? size : 1, &b.capacity_);
+    if (!b.base_) throw std::bad_alloc();
+    return b;
   }
   static Blob copy_of(ByteView v) {
     Blob b(v.size);
     if (v.size) std::memcpy(b.data(), v.data, v.size);
     return b;
   }
-  // Takes ownership of size bytes at block, a malloc'd block with no spare prefix (a reply
-  // buffer another library allocated): saves copying a large value once more.
+  // Takes ownership of size bytes at block, a malloc'd block (a reply buffer another library
+  // allocated): saves copying a large value once more.
   static Blob adopt(uint8_t *block, size_t size) {
     Blob b;
     b.base_ = block;
     b.size_ = size;
-    b.offset_ = 0;
+    b.capacity_ = size;  // at least: the other library's block may be larger
     return b;
   }
-  Blob(Blob &&o) noexcept : base_(o.base_), size_(o.size_), offset_(o.offset_) {
+  Blob(Blob &&o) noexcept : base_(o.base_), size_(o.size_), capacity_(o.capacity_) {
     o.base_ = nullptr;
     o.size_ = 0;
   }
@@ -61,7 +70,7 @@ class Blob {
       std::free(base_);
       base_ = o.base_;
       size_ = o.size_;
-      offset_ = o.offset_;
+      capacity_ = o.capacity_;
       o.base_ = nullptr;
       o.size_ = 0;
     }
@@ -71,18 +80,24 @@ class Blob {
   Blob &operator=(const Blob &) = delete;
   ~Blob() { std::free(base_); }
 
-  uint8_t *data() { return base_ + offset_; }
-  const uint8_t *data() const { return base_ + offset_; }
+  uint8_t *data() { return base_; }
+  const uint8_t *data() const { return base_; }
   size_t size() const { return size_; }
   ByteView view() const { return {data(), size_}; }
   // Shortens the blob to n <= size() bytes, returning the spare memory to the allocator.
   void shrink(size_t n) {
     if (n >= size_) return;
-    if (auto *b = static_cast<uint8_t *>(std::realloc(base_, offset_ + (n ? n : 1)))) base_ = b;
+    const size_t capacity = n ? n : 1;
+    if (auto *b = static_cast<uint8_t *>(std::realloc(base_, capacity))) {
+      base_ = b;
+      capacity_ = capacity;
+    }
     size_ = n;
   }
-  // Gives up ownership of the whole block; the caller frees base with std::free.
-  uint8_t *release_base() {
+  // Gives up ownership of the whole block, of *capacity bytes; the caller frees it with
+  // std::free or keep_spare_block.
+  uint8_t *release_block(size_t *capacity) {
+    *capacity = capacity_;
     uint8_t *b = base_;
     base_ = nullptr;
     size_ = 0;
@@ -92,7 +107,7 @@ class Blob {
  private:
   uint8_t *base_ = nullptr;
   size_t size_ = 0;
-  size_t offset_ = kPrefix;  // where data() starts in the block
+  size_t capacity_ = 0;  // the block's size in bytes
 };
 
 using SharedBlob = std::shared_ptr<const Blob>;

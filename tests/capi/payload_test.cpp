@@ -1,5 +1,5 @@
-// The blocks pcache_get hands over and pcache_free takes back: a thread keeps the last copy
-// block it released for its next copy (capi/owned_payload.cpp), so these check that a reused
+// The blocks pcache_get hands over and pcache_free takes back: a thread keeps the last block it
+// released for its next copy or record read (util/spare_block.hpp), so these check that a reused
 // block never shows a caller's scribbles or another value's bytes, whatever the sizes, the
 // order of frees and the thread that frees; and that pcache_free refuses a pointer that is not
 // a live payload.
@@ -151,30 +151,38 @@ TEST(Payload, LargeCopiesStartAtTheirSourcesPageOffset) {
   pcache_close(c);
 }
 
-// A copy of up to 64 KiB is made into the block the thread freed last, its page-offset gap
-// included: the second get of the same value lands where the first did even though the heap's
-// own free chunk of that size has been taken meanwhile.
-TEST(Payload, CopiesUpTo64KiBReuseTheThreadsBlock) {
+// A hit of up to 64 KiB lands in the block the thread freed last: a memory hit's copy (with its
+// page-offset gap), and the record a file-stream or SQLite hit reads (util/spare_block.hpp). The
+// second get of the same value returns the first one's pointer even though the heap's own free
+// chunks of those sizes have been taken meanwhile.
+TEST(Payload, HitsUpTo64KiBReuseTheThreadsBlock) {
 #if defined(__SANITIZE_ADDRESS__)
   GTEST_SKIP() << "no block is kept under AddressSanitizer";
 #endif
-  pcache *c = nullptr;
-  ASSERT_EQ(pcache_open("memory:", nullptr, &c), PCACHE_OK);
-  for (size_t size : {size_t(3000), size_t(62000), size_t(65536)}) {
-    SCOPED_TRACE(size);
-    const std::string value = value_for(size, 'q');
-    ASSERT_EQ(pcache_put(c, "v", 1, value.data(), value.size()), PCACHE_OK);
-    void *first = get_checked(c, {"v", value});
-    pcache_free(first);
-    // What the heap would hand out again; escaping, so that the compiler keeps the allocation.
-    static void *volatile taken;
-    taken = std::malloc(size + 4096 + 32);
-    void *second = get_checked(c, {"v", value});
-    EXPECT_EQ(second, first);
-    pcache_free(second);
-    std::free(taken);
+  TempDir d;
+  for (const std::string &uri :
+       {std::string("memory:"), "filestream:" + (d / "fs"), "sqlite:" + (d / "c.db")}) {
+    pcache *c = nullptr;
+    ASSERT_EQ(pcache_open(uri.c_str(), nullptr, &c), PCACHE_OK);
+    for (size_t size : {size_t(3000), size_t(62000), size_t(65536)}) {
+      SCOPED_TRACE(uri + " " + std::to_string(size));
+      const std::string value = value_for(size, 'q');
+      ASSERT_EQ(pcache_put(c, "v", 1, value.data(), value.size()), PCACHE_OK);
+      void *first = get_checked(c, {"v", value});
+      pcache_free(first);
+      // What the heap would hand out again: a copy's block, and a record's (the entry's header,
+      // key and padding, 80 bytes, and the value); escaping, so that the compiler keeps them.
+      static void *volatile taken[2];
+      taken[0] = std::malloc(size + 4096 + 32);
+      taken[1] = std::malloc(80 + size);
+      void *second = get_checked(c, {"v", value});
+      EXPECT_EQ(second, first);
+      pcache_free(second);
+      std::free(taken[0]);
+      std::free(taken[1]);
+    }
+    pcache_close(c);
   }
-  pcache_close(c);
 }
 
 TEST(PayloadDeathTest, FreeingAnythingButALivePayloadAborts) {
@@ -220,6 +228,20 @@ TEST(PayloadDeathTest, FreeingAnythingButALivePayloadAborts) {
         char *base =
             static_cast<char *>(data) - 48;  // within reach, but not where the block starts
         std::memcpy(static_cast<char *>(data) - 8, &base, sizeof base);
+        pcache_free(data);
+      },
+      "");
+  pcache_close(c);
+  // A record read from storage is handed over in its own block, behind the same prefix.
+  TempDir d;
+  ASSERT_EQ(pcache_open(("sqlite:" + (d / "c.db")).c_str(), nullptr, &c), PCACHE_OK);
+  ASSERT_EQ(pcache_put(c, "large", 5, large.data(), large.size()), PCACHE_OK);
+  EXPECT_DEATH(
+      {
+        void *data = nullptr;
+        size_t size = 0;
+        if (pcache_get(c, "large", 5, &data, &size) != PCACHE_OK) std::exit(0);
+        std::memset(static_cast<char *>(data) - 32, 0xff, 8);  // the block's size, overwritten
         pcache_free(data);
       },
       "");
