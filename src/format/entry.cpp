@@ -250,6 +250,25 @@ std::optional<ByteView> entry_key_in(ByteView head) {
   return ByteView(head.data + kEntryHeaderSize, size_t(key_size));
 }
 
+namespace {
+
+// The n (at most 8) bytes of a little-endian word that lie last in memory.
+uint64_t last_bytes_mask(uint64_t n) {
+  return n == 0 ? 0 : ~uint64_t(0) << (64 - 8 * n);
+}
+
+// Whether the pad (under 16) bytes before payload are zero: the two words that end at payload,
+// masked, since the header lies in front. Neither a loop (a fifth of a memory hit's parse went to
+// one) nor a copy into a buffer (its short stores stalled the loads that read it back).
+bool padding_is_zero(const uint8_t *payload, uint64_t pad) {
+  static_assert(kEntryHeaderSize >= 16, "the header lies in the 16 bytes before any payload");
+  const uint64_t low = load_le(payload - 16, 8) & last_bytes_mask(pad > 8 ? pad - 8 : 0);
+  const uint64_t high = load_le(payload - 8, 8) & last_bytes_mask(pad < 8 ? pad : 8);
+  return (low | high) == 0;
+}
+
+}  // namespace
+
 std::optional<EntryParts> parse_entry(ByteView record, std::string *why) {
   auto fail = [&](const char *reason) -> std::optional<EntryParts> {
     if (why) *why = reason;
@@ -275,11 +294,7 @@ std::optional<EntryParts> parse_entry(ByteView record, std::string *why) {
   const bool compressed = flags & kFlagZstd;
   if (key_size > body || meta_size > body - key_size || pad > body - key_size - meta_size)
     return fail("entry sizes do not match its length (truncated or padded)");
-  // Under 16 bytes: gathered and tested as two words, not byte by byte (a fifth of a memory hit's
-  // parse went to that loop).
-  uint8_t padding[16] = {};
-  std::memcpy(padding, p + kEntryHeaderSize + key_size + meta_size, pad);
-  if ((load_le(padding, 8) | load_le(padding + 8, 8)) != 0)
+  if (!padding_is_zero(p + kEntryHeaderSize + key_size + meta_size + pad, pad))
     return fail("entry padding bytes are not zero");
   const uint64_t stored = body - key_size - meta_size - pad;
   if (compressed ? stored == 0 : payload_size != stored)

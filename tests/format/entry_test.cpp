@@ -114,6 +114,25 @@ TEST(Entry, OnlyTheCanonicalPaddingParses) {
   EXPECT_NE(why.find("padding"), std::string::npos) << why;
 }
 
+// Every length of padding (0 to 15 bytes, by the key's length): each of its bytes is checked,
+// and none of the key's bytes in front of it is taken for padding.
+TEST(Entry, EveryPaddingByteOfEveryLengthIsChecked) {
+  for (size_t k = 1; k <= 16; ++k) {
+    const std::string key(k, 'k');
+    const Blob b = encode_entry(key, std::string_view(), std::string_view("payload"));
+    const std::string bytes(reinterpret_cast<const char *>(b.data()), b.size());
+    const size_t pad = (16 - (64 + k) % 16) % 16;
+    ASSERT_TRUE(parse_entry(b.view(), nullptr)) << k;
+    for (size_t at = 64 + k; at < 64 + k + pad; ++at) {
+      std::string dirty = bytes;
+      dirty[at] = char(0x01);
+      std::string why;
+      EXPECT_FALSE(parse_entry(std::string_view(dirty), &why)) << k << " " << at;
+      EXPECT_NE(why.find("padding bytes"), std::string::npos) << why;
+    }
+  }
+}
+
 namespace {
 std::string repetitive(size_t n) {
   std::string s;
