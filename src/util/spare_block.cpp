@@ -56,6 +56,7 @@ uint8_t *take_spare_block(size_t bytes, size_t *capacity) noexcept {
 }
 
 void keep_spare_block(uint8_t *base, size_t capacity) noexcept {
+  if (!base) return;  // nothing to keep: the spare stays
   Spare &spare = t_spare;
   if (spare.closed || capacity > kMaxSpare) return std::free(base);
   thread_local SpareReleaser releaser;  // constructed by the thread's first kept block

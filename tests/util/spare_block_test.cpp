@@ -1,0 +1,102 @@
+// The thread's spare block (util/spare_block.hpp): a block given back is the next one taken when
+// it fits, not when it would waste most of itself, never another thread's, and giving back
+// nothing leaves the spare as it was.
+#include "util/spare_block.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <thread>
+
+using progcache::keep_spare_block;
+using progcache::max_spare_block;
+using progcache::take_spare_block;
+
+namespace {
+
+#if defined(__SANITIZE_ADDRESS__)
+#define SKIP_WITHOUT_SPARE() GTEST_SKIP() << "no block is kept under AddressSanitizer"
+#else
+#define SKIP_WITHOUT_SPARE() (void)0
+#endif
+
+// Leaves the thread without a spare: a 1-byte block kept in place of the last one (which that
+// frees), then taken back and freed.
+void drop_spare() {
+  keep_spare_block(static_cast<uint8_t *>(std::malloc(1)), 1);
+  size_t capacity = 0;
+  std::free(take_spare_block(1, &capacity));
+}
+
+// The thread's spare made a new block of size bytes (nothing kept before it).
+uint8_t *kept_block(size_t size) {
+  drop_spare();
+  size_t capacity = 0;
+  uint8_t *block = take_spare_block(size, &capacity);
+  EXPECT_EQ(capacity, size);
+  keep_spare_block(block, capacity);
+  return block;
+}
+
+}  // namespace
+
+TEST(SpareBlock, ABlockGivenBackIsTakenAgainWhenItFits) {
+  SKIP_WITHOUT_SPARE();
+  uint8_t *block = kept_block(5000);
+  size_t again = 0;
+  EXPECT_EQ(take_spare_block(4000, &again), block);  // smaller fits
+  EXPECT_EQ(again, 5000u);                           // and says its real size
+  keep_spare_block(block, again);
+  uint8_t *larger = take_spare_block(6000, &again);  // too small: a new block
+  EXPECT_NE(larger, block);
+  EXPECT_EQ(again, 6000u);
+  std::free(larger);
+  EXPECT_EQ(take_spare_block(5000, &again), block);  // still the spare
+  std::free(block);
+}
+
+TEST(SpareBlock, ALargeSpareDoesNotGoToASmallBlock) {
+  SKIP_WITHOUT_SPARE();
+  uint8_t *block = kept_block(64 * 1024);
+  size_t small = 0;
+  uint8_t *other = take_spare_block(100, &small);  // would waste 64 KiB if kept for long
+  EXPECT_NE(other, block);
+  EXPECT_EQ(small, 100u);
+  std::free(other);
+  EXPECT_EQ(take_spare_block(40 * 1024, &small), block);  // at most 2x + 8 KiB: taken
+  std::free(block);
+}
+
+TEST(SpareBlock, GivingBackNothingKeepsTheSpare) {
+  SKIP_WITHOUT_SPARE();
+  kept_block(5000);
+  keep_spare_block(nullptr, 0);
+  size_t capacity = 0;
+  // The spare's own size, not the size asked for: the heap may hand a freed block out again.
+  uint8_t *again = take_spare_block(3000, &capacity);
+  EXPECT_EQ(capacity, 5000u);
+  std::free(again);
+}
+
+TEST(SpareBlock, TooLargeABlockIsNotKept) {
+  kept_block(max_spare_block() + 1);  // freed at once (AddressSanitizer would see a leak)
+  size_t capacity = 0;
+  // A request the large block would serve were it kept: a fresh block of the size asked for.
+  uint8_t *next = take_spare_block(max_spare_block(), &capacity);
+  EXPECT_EQ(capacity, max_spare_block());
+  std::free(next);
+}
+
+TEST(SpareBlock, EachThreadKeepsItsOwn) {
+  SKIP_WITHOUT_SPARE();
+  uint8_t *mine = kept_block(3000);
+  size_t capacity = 0;
+  std::thread([&] {
+    size_t theirs_capacity = 0;
+    uint8_t *theirs = take_spare_block(3000, &theirs_capacity);
+    EXPECT_NE(theirs, mine);
+    keep_spare_block(theirs, theirs_capacity);  // freed when the thread exits
+  }).join();
+  EXPECT_EQ(take_spare_block(3000, &capacity), mine);
+  std::free(mine);
+}
