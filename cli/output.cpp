@@ -1,13 +1,14 @@
 // Helpers every command uses: calling the library, formatting, files, progress.
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
-#include <iostream>
-#include <sstream>
+#include <utility>
 
 #include "cli.hpp"
 
@@ -148,30 +149,84 @@ std::string parse_key(const std::string &text) {
   return out;
 }
 
-std::string read_file(const std::string &path) {
-  std::stringstream ss;
-  if (path == "-") {
-    ss << std::cin.rdbuf();
-    if (std::cin.bad()) throw Failure(PCACHE_ERR_IO, "cannot read standard input");
-    return ss.str();
-  }
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Failure(PCACHE_ERR_IO, "cannot read '" + path + "': " + std::strerror(errno));
-  ss << in.rdbuf();
-  return ss.str();
+namespace {
+
+std::string io_failure(const char *verb, const std::string &name, int error) {
+  return std::string("cannot ") + verb + " " + name + ": " + std::strerror(error);
 }
 
-void write_file(const std::string &path, const void *data, size_t size) {
-  if (path == "-") {
-    if (std::fwrite(data, 1, size, stdout) != size || std::fflush(stdout) != 0)
-      throw Failure(PCACHE_ERR_IO,
-                    std::string("cannot write standard output: ") + std::strerror(errno));
-    return;
+std::string quoted_or_stdio(const std::string &path, const char *stdio_name) {
+  return path == "-" ? stdio_name : "'" + path + "'";
+}
+
+// Closes a descriptor this process opened (not standard input or output) on every way out.
+struct OwnedFd {
+  int fd;
+  bool owned;
+  ~OwnedFd() {
+    if (owned && fd >= 0) ::close(fd);
   }
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out.write(static_cast<const char *>(data), std::streamsize(size));
-  out.close();
-  if (!out) throw Failure(PCACHE_ERR_IO, "cannot write '" + path + "': " + std::strerror(errno));
+};
+
+}  // namespace
+
+// With read(2), not a stream: a stream reads a directory, or a file whose read fails midway, as
+// a short file without a word, and put or compile would then store or build the wrong bytes.
+std::string read_file(const std::string &path) {
+  const std::string name = quoted_or_stdio(path, "standard input");
+  const OwnedFd in{path == "-" ? STDIN_FILENO : ::open(path.c_str(), O_RDONLY | O_CLOEXEC),
+                   path != "-"};
+  if (in.fd < 0) throw Failure(PCACHE_ERR_IO, io_failure("read", name, errno));
+  struct stat st {};
+  if (::fstat(in.fd, &st) != 0) throw Failure(PCACHE_ERR_IO, io_failure("read", name, errno));
+  if (S_ISDIR(st.st_mode)) throw Failure(PCACHE_ERR_IO, io_failure("read", name, EISDIR));
+  std::string out;
+  // A regular file is read in one call of its size (plus one to see its end); anything else
+  // (a pipe, a terminal, a file that grows) in growing steps.
+  size_t want = S_ISREG(st.st_mode) && st.st_size > 0 ? size_t(st.st_size) + 1 : 64 * 1024;
+  for (;;) {
+    const size_t have = out.size();
+    out.resize(have + want);
+    const ssize_t n = ::read(in.fd, out.data() + have, want);
+    if (n < 0 && errno == EINTR) {
+      out.resize(have);
+      continue;
+    }
+    if (n < 0) throw Failure(PCACHE_ERR_IO, io_failure("read", name, errno));
+    out.resize(have + size_t(n));
+    if (n == 0) return out;
+    // A short read is most likely the end (the next read says so); a full one, more to come.
+    want = size_t(n) < want ? 64 * 1024 : std::max<size_t>(64 * 1024, out.size());
+  }
+}
+
+// Written with write(2) so that the error named is the one that stopped it; a regular file that
+// could not be written whole is removed, as a compiler removes its output, so that no truncated
+// cubin is left for a build to pick up.
+void write_file(const std::string &path, const void *data, size_t size) {
+  const std::string name = quoted_or_stdio(path, "standard output");
+  const bool to_stdout = path == "-";
+  OwnedFd out{to_stdout ? STDOUT_FILENO
+                        : ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666),
+              !to_stdout};
+  if (out.fd < 0) throw Failure(PCACHE_ERR_IO, io_failure("write", name, errno));
+  if (to_stdout) std::fflush(stdout);  // what the command printed before stays before
+  const auto *p = static_cast<const char *>(data);
+  int error = 0;
+  for (size_t done = 0; done < size && !error;) {
+    const ssize_t n = ::write(out.fd, p + done, size - done);
+    if (n > 0)
+      done += size_t(n);
+    else if (n < 0 && errno != EINTR)
+      error = errno;
+    else if (n == 0)
+      error = EIO;
+  }
+  if (!error && !to_stdout && ::close(std::exchange(out.fd, -1)) != 0) error = errno;
+  if (!error) return;
+  struct stat st {};
+  if (!to_stdout && ::lstat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode)) ::unlink(path.c_str());
+  throw Failure(PCACHE_ERR_IO, io_failure("write", name, error));
 }
 
 int64_t now_ns() {

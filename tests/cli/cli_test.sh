@@ -35,6 +35,21 @@ want='stored [0-9]+ bytes' check "put" 0 "$pc" put text:hello "$kernel"
 want='wrote [0-9]+ bytes' check "get" 0 "$pc" get text:hello -o "$work/out"
 want='^' check "get round-trips bytes" 0 cmp "$kernel" "$work/out"
 want='no entry' check "get of a missing key exits 1" 1 "$pc" get text:absent -o "$work/x"
+# Input that cannot be read whole is an error, never a short value: a stream read a directory, or
+# a file whose read failed, as empty, and put stored it, compile built it (and cached the build).
+want="cannot read '/tmp': Is a directory" check "put of a directory exits 1" 1 "$pc" put text:dir /tmp
+want='cannot read standard input: Is a directory' check "put - from a directory exits 1" 1 bash -c "'$pc' put text:dir - < /tmp"
+want="cannot read '/proc/self/mem': Input/output error" check "a read error is reported" 1 "$pc" put text:dir /proc/self/mem
+want='no entry' check "... and none of them stored anything" 1 "$pc" get text:dir -o "$work/x"
+want="cannot read '$work': Is a directory" check "compile of a directory exits 1" 1 "$pc" compile "$work"
+want='stored [0-9]+ bytes' check "put - reads a pipe whole" 0 bash -c "head -c 300000 /dev/urandom | tee '$work/rand' | '$pc' put text:rand -"
+want='^' check "... byte for byte" 0 bash -c "'$pc' get text:rand -o - | cmp - '$work/rand'"
+# Output that cannot be written whole is removed (a truncated cubin left behind looks like a
+# good one to a build): the file size limit stops the write after 100 KiB.
+want="cannot write '$work/cut': File too large" check "a failed write says why" 1 bash -c "trap '' XFSZ; ulimit -f 100; exec '$pc' get text:rand -o '$work/cut'"
+want='^' check "... and leaves no partial file" 1 test -e "$work/cut"
+want="cannot write '/dev/full': No space left on device" check "a full device is reported" 1 "$pc" get text:rand -o /dev/full
+"$pc" rm text:rand >/dev/null
 want='unknown command' check "unknown command exits 2" 2 "$pc" frobnicate
 want='needs a value|usage' check "missing option value exits 2" 2 "$pc" compile "$kernel" --arch
 want='usage: progcache prune' check "command --help" 0 "$pc" prune --help
