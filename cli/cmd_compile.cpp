@@ -14,6 +14,12 @@ struct FreeCompiled {
 };
 using Compiled = std::unique_ptr<pcache_compiled, FreeCompiled>;
 
+// Where the report goes: standard output, unless the binary goes there (-o -), which then holds
+// the binary and nothing else, as get's does.
+FILE *report_stream(const Invocation &in) {
+  return in.has("output") && in.value("output") == "-" ? stderr : stdout;
+}
+
 // What compile and link print: the library's log on stderr (replayed from the stored log on a
 // hit, so that a hit shows what the compile that made it showed), hit or miss and the time, the
 // binary's size and key; and the binary in --output.
@@ -31,6 +37,7 @@ void report(const Invocation &in, pcache_status status, const Compiled &result,
     if (log.back() != '\n') std::fputc('\n', stderr);
   }
   const pcache_compiled *r = result.get();
+  FILE *say = report_stream(in);
   const std::string took = milliseconds(pcache_compiled_elapsed_us(r));
   const std::string made_by =
       std::string(library) + " " + nvrtc_text(pcache_compiled_nvrtc_version(r));
@@ -39,18 +46,18 @@ void report(const Invocation &in, pcache_status status, const Compiled &result,
   // same on a miss and on every later hit, which is what a hit saves).
   const std::string library_took = milliseconds(pcache_compiled_compile_us(r));
   if (pcache_compiled_from_cache(r))
-    std::printf("hit:  %s in %s (%s took %s when it was %s)\n", what.c_str(), took.c_str(),
-                made_by.c_str(), library_took.c_str(), verb);
+    std::fprintf(say, "hit:  %s in %s (%s took %s when it was %s)\n", what.c_str(), took.c_str(),
+                 made_by.c_str(), library_took.c_str(), verb);
   else if (not_stored.empty())
-    std::printf("miss: %s %s in %s, %s of it in %s; stored\n", what.c_str(), verb, took.c_str(),
-                library_took.c_str(), made_by.c_str());
+    std::fprintf(say, "miss: %s %s in %s, %s of it in %s; stored\n", what.c_str(), verb,
+                 took.c_str(), library_took.c_str(), made_by.c_str());
   else
-    std::printf("miss: %s %s in %s, %s of it in %s; not stored: %s\n", what.c_str(), verb,
-                took.c_str(), library_took.c_str(), made_by.c_str(), not_stored.c_str());
+    std::fprintf(say, "miss: %s %s in %s, %s of it in %s; not stored: %s\n", what.c_str(), verb,
+                 took.c_str(), library_took.c_str(), made_by.c_str(), not_stored.c_str());
   size_t size = 0;
   const void *code = pcache_compiled_data(r, &size);
-  std::printf("      %zu-byte %s, key %s\n", size, kind.c_str(),
-              to_hex(pcache_compiled_key(r), PCACHE_KEY_SIZE).c_str());
+  std::fprintf(say, "      %zu-byte %s, key %s\n", size, kind.c_str(),
+               to_hex(pcache_compiled_key(r), PCACHE_KEY_SIZE).c_str());
   if (in.has("output")) write_file(in.value("output"), code, size);
 }
 
@@ -80,7 +87,7 @@ int cmd_compile(Invocation &in) {
   report(in, status, result, program.file(), program.library(), "compiled", program.target_name());
   for (const std::string &e : program.name_expressions())
     if (const char *lowered = pcache_compiled_lowered_name(result.get(), e.c_str()))
-      std::printf("      %s -> %s\n", e.c_str(), lowered);
+      std::fprintf(report_stream(in), "      %s -> %s\n", e.c_str(), lowered);
   return 0;
 }
 

@@ -24,8 +24,10 @@ std::vector<Command> make_commands() {
        "--. Prints 'hit' or 'miss', the time taken, the binary's size and key, and the lowered\n"
        "name of each --name-expression; the library's log (warnings, -Xptxas -v) goes to\n"
        "stderr, replayed from the stored log on a hit.",
-       with_compile_options({{"output", 'o', "OUT", "write the binary to OUT (- = stdout)"}}), 1, 1,
-       Opens::storing, cmd_compile},
+       with_compile_options({{"output", 'o', "OUT",
+                              "write the binary to OUT (- = stdout, which then holds it alone: the "
+                              "report goes to stderr)"}}),
+       1, 1, Opens::storing, cmd_compile},
       {"link",
        "INPUT... [OPTIONS] [-- NVJITLINK-OPTIONS...]",
        "link with nvJitLink through the cache; print hit or miss and the time",
@@ -36,7 +38,9 @@ std::vector<Command> make_commands() {
        {{"arch", 0, "SM", "the GPU architecture (-arch=SM, default sm_90)"},
         {"lto", 0, nullptr, "link-time optimisation (-lto), for LTO-IR inputs"},
         {"target", 0, "cubin|ptx", "what to make (default cubin; ptx needs --lto)"},
-        {"output", 'o', "OUT", "write the binary to OUT (- = stdout)"}},
+        {"output", 'o', "OUT",
+         "write the binary to OUT (- = stdout, which then holds it alone: the report goes to "
+         "stderr)"}},
        1,
        1024,
        Opens::storing,

@@ -26,6 +26,10 @@ want='_Z9scale_addIfEvPT_PKS0_S0_i' check "lowered name shown on a hit" 0 "$pc" 
 printf 'openssl_conf = init\n[init]\nalg_section = algs\n[algs]\ndefault_properties = fips=yes\n' >"$work/fips.cnf"
 want='neither BLAKE2b-512 nor SHA-256' check "OPENSSL_CONF is honoured" 1 env OPENSSL_CONF="$work/fips.cnf" "$pc" --cache memory: compile "$kernel" --name-expression 'scale_add<float>' -- --std=c++17
 want='^' check "-o wrote an ELF" 0 bash -c "head -c 4 '$work/k.cubin' | grep -q ELF"
+# -o - puts the binary alone on standard output (the report and lowered names go to stderr),
+# so that `compile ... -o - > k.cubin` writes a cubin, not a report followed by one.
+want='^' check "compile -o - writes only the binary to stdout" 0 bash -c "'$pc' compile '$kernel' --name-expression 'scale_add<float>' -o - -- --std=c++17 2>/dev/null | cmp - '$work/k.cubin'"
+want='^hit: .*_Z9scale_addIfEvPT_PKS0_S0_i' check "... and its report to stderr" 0 bash -c "'$pc' compile '$kernel' --name-expression 'scale_add<float>' -o - -- --std=c++17 2>&1 >/dev/null | tr '\n' ' '"
 want='option\[0\] +stored --gpu-architecture=sm_90, now --gpu-architecture=sm_80' check "explain names the option" 1 "$pc" explain "$kernel" --arch sm_80 --name-expression 'scale_add<float>' -- --std=c++17
 want='^hit: ' check "explain of a cached program" 0 "$pc" explain "$kernel" --name-expression 'scale_add<float>' -- --std=c++17
 want='hits: +[1-9]' check "stats shows shared hits" 0 "$pc" stats
