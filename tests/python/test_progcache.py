@@ -1,6 +1,7 @@
 """Tests of the progcache package (bindings/python/progcache) against the built library
 (PROGCACHE_LIBRARY)."""
 
+import array
 import errno
 import os
 import tempfile
@@ -72,6 +73,14 @@ class MappingTest(unittest.TestCase):
         self.assertIsInstance(self.cache[b"k3"], bytes)
         self.cache[b"empty"] = b""
         self.assertEqual(self.cache[b"empty"], b"")
+        # Any object with the buffer protocol is bytes-like (array.array was refused, its error
+        # saying values must be bytes-like); a str value is not.
+        self.cache[b"arr"] = array.array("i", [1, 2, 3])
+        self.assertEqual(self.cache[b"arr"], array.array("i", [1, 2, 3]).tobytes())
+        self.cache[array.array("B", b"buffer-key")] = b"x"
+        self.assertEqual(self.cache[b"buffer-key"], b"x")
+        with self.assertRaises(TypeError):
+            self.cache[b"k"] = "a str is not bytes"
 
     def test_str_keys_are_utf8(self):
         self.cache["k\u00e9"] = b"x"

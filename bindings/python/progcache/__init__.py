@@ -280,21 +280,33 @@ def _check(status):
     raise _ERRORS.get(status, ProgcacheError)(message, status, cause, os_errno)
 
 
+def _buffer_bytes(obj):
+    """obj's bytes if it is bytes-like (any object with the buffer protocol: bytes, bytearray,
+    memoryview, array.array, a NumPy array, mmap), else None."""
+    if isinstance(obj, bytes):
+        return obj
+    try:
+        return bytes(memoryview(obj))  # a copy, in C order, whatever the buffer's strides
+    except TypeError:
+        return None
+
+
 def _key(key):
     if isinstance(key, str):
         return key.encode("utf-8")
-    if isinstance(key, (bytes, bytearray, memoryview)):
-        return bytes(key)
-    raise TypeError("cache keys are bytes or str, not %s" % type(key).__name__)
+    data = _buffer_bytes(key)
+    if data is None:
+        raise TypeError("cache keys are bytes-like or str, not %s" % type(key).__name__)
+    return data
 
 
 def _value(value):
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        return bytes(value)
-    code = getattr(value, "code", None)  # cuda.core ObjectCode and the like
-    if isinstance(code, (bytes, bytearray, memoryview)):
-        return bytes(code)
-    raise TypeError("cache values are bytes-like, not %s" % type(value).__name__)
+    data = _buffer_bytes(value)
+    if data is None:
+        data = _buffer_bytes(getattr(value, "code", None))  # cuda.core ObjectCode and the like
+    if data is None:
+        raise TypeError("cache values are bytes-like, not %s" % type(value).__name__)
+    return data
 
 
 def version():

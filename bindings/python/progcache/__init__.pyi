@@ -5,7 +5,8 @@ from typing import Any, Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 __version__: str
 KEY_SIZE: int
 
-Key = Union[bytes, bytearray, str]
+# Keys and values also take any other object with the buffer protocol (array.array, NumPy).
+Key = Union[bytes, bytearray, memoryview, str]
 Value = Union[bytes, bytearray, memoryview]
 Target = str  # "cubin", "ptx" or "ltoir"
 # A list of options, or one string split as a shell splits it ("-arch=sm_90 --std=c++17").
