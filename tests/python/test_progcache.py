@@ -248,6 +248,22 @@ class ArgumentsTest(unittest.TestCase):
             with self.assertRaises(TypeError):
                 cache.compile(KERNEL, options=b"-arch=sm_90")
 
+    def test_strings_the_library_cannot_take_whole_are_refused(self):
+        # A C string ends at its first NUL, so the rest would be dropped without a word (an
+        # option lost); a non-string option was five NULs (bytes(5)): the empty option.
+        with progcache.Cache("memory:") as cache:
+            for bad in (dict(options=["-arch=sm_90", 5]),):
+                with self.assertRaises(TypeError):
+                    cache.compile(KERNEL, **bad)
+            for bad in (dict(options=["-arch=sm_90\0-G"]), dict(name="k\0.cu"),
+                        dict(name_expressions=["scale<float>\0"]),
+                        dict(headers={"h.h": "int x;\0int y;"})):
+                with self.assertRaises(ValueError, msg=repr(bad)):
+                    cache.compile(KERNEL, **dict(dict(options=["-arch=sm_90"]), **bad))
+            self.assertEqual(len(cache), 0, "nothing was compiled or stored")
+            with self.assertRaises(TypeError):
+                progcache.link_uncached([("ptx", 5)])
+
     def test_paths_may_be_path_like(self):
         import pathlib
         with tempfile.TemporaryDirectory() as d:

@@ -341,8 +341,23 @@ def _option_list(options, what="options"):
     return list(options)
 
 
-def _strings(items):
-    encoded = [s.encode("utf-8") if isinstance(s, str) else bytes(s) for s in items]
+def _cstr(s, what):
+    """s (str, UTF-8, or bytes) as the C string the library reads: a NUL would end it early and
+    the rest be dropped without a word, and bytes(5) would be five NULs, so both are refused."""
+    if isinstance(s, str):
+        b = s.encode("utf-8")
+    elif isinstance(s, (bytes, bytearray)):
+        b = bytes(s)
+    else:
+        raise TypeError("%s must be str, not %s" % (what, type(s).__name__))
+    if b"\0" in b:
+        raise ValueError("%s: embedded null character in %r" % (what, s))
+    return b
+
+
+def _strings(items, what, allow_nul=False):
+    encoded = [bytes(s) if allow_nul and isinstance(s, (bytes, bytearray)) else _cstr(s, what)
+               for s in items]
     return (ctypes.c_char_p * max(len(encoded), 1))(*encoded), len(encoded)
 
 
@@ -363,16 +378,19 @@ def _program(source, name, options, target, code_type, name_expressions, headers
         raise ValueError("target must be one of %s, not %r" % (sorted(_TARGETS), target))
     prog.code_type = _CODE_TYPES[code_type]
     prog.target = _TARGETS[target]
-    prog.name = os.fsencode(os.fspath(name)) if isinstance(name, os.PathLike) else name.encode("utf-8")
+    prog.name = _cstr(os.fsencode(os.fspath(name)) if isinstance(name, os.PathLike) else name,
+                      "name")
     prog.source = src
     prog.source_size = len(src)
-    arr, n = _strings(_option_list(options))
+    arr, n = _strings(_option_list(options), "options")
     keep.append(arr)
     prog.options, prog.num_options = ctypes.cast(arr, _StrArray), n
     # A dict, or (name, content) pairs: NVVM modules are linked in the order given.
     pairs = list(headers.items()) if isinstance(headers, dict) else list(headers or ())
-    names, n = _strings(name for name, _ in pairs)
-    texts, _ = _strings(text for _, text in pairs)
+    names, n = _strings((name for name, _ in pairs), "header names")
+    # NVVM modules may be bitcode, which holds NULs (their sizes are passed); a C++ header is a C
+    # string.
+    texts, _ = _strings((text for _, text in pairs), "headers", allow_nul=code_type == "nvvm")
     keep += [names, texts]
     prog.header_names, prog.header_sources, prog.num_headers = (
         ctypes.cast(names, _StrArray), ctypes.cast(texts, _StrArray), n)
@@ -383,7 +401,7 @@ def _program(source, name, options, target, code_type, name_expressions, headers
         prog.header_sizes = ctypes.cast(sizes, ctypes.POINTER(ctypes.c_size_t))
     if isinstance(name_expressions, str):  # one expression, not its characters
         name_expressions = [name_expressions]
-    exprs, n = _strings(name_expressions)
+    exprs, n = _strings(name_expressions, "name_expressions")
     keep.append(exprs)
     prog.name_expressions, prog.num_name_expressions = ctypes.cast(exprs, _StrArray), n
     if extra_digest is not None:
@@ -442,18 +460,21 @@ def _link(cache_handle, inputs, options, target):
             raise ValueError("a link input is (kind, data) or (kind, name, data), not %r" % (item,))
         if kind not in _INPUT_KINDS:
             raise ValueError("input kind must be one of %s, not %r" % (sorted(_INPUT_KINDS), kind))
-        data = data.encode("utf-8") if isinstance(data, str) else bytes(data)
+        data = data.encode("utf-8") if isinstance(data, str) else _buffer_bytes(data)
+        if data is None:
+            raise TypeError("a link input's data is bytes-like or str, not %s" %
+                            type(item[-1]).__name__)
         buf = ctypes.create_string_buffer(data, len(data))
         keep.append(buf)
         array[i].struct_size = ctypes.sizeof(_LinkInput)
         array[i].kind = _INPUT_KINDS[kind]
-        array[i].name = os.fsencode(name) if name is not None else None
+        array[i].name = _cstr(os.fsencode(name), "a link input's name") if name is not None else None
         array[i].data = ctypes.cast(buf, ctypes.c_void_p)
         array[i].size = len(data)
     job = _LinkJob()
     _check(_lib.pcache_link_job_init(ctypes.byref(job), ctypes.sizeof(job)))
     job.target = _TARGETS[target]
-    opts, n = _strings(_option_list(options))
+    opts, n = _strings(_option_list(options), "options")
     job.options, job.num_options = ctypes.cast(opts, _StrArray), n
     job.inputs, job.num_inputs = array, len(items)
     handle = _handle()
