@@ -23,6 +23,12 @@ Status status_from_errno(int err) noexcept {
   }
 }
 
+std::string nul_shown(std::string message) {
+  for (size_t at = message.find('\0'); at != std::string::npos; at = message.find('\0', at + 2))
+    message.replace(at, 1, "\\0");
+  return message;
+}
+
 ErrorDetail detail_from_errno(int err) noexcept {
   ErrorDetail d;
   d.os_errno = err;

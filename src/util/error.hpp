@@ -44,10 +44,14 @@ struct ErrorDetail {
   int32_t sqlite_code = 0;  // SQLite's extended result code behind it
 };
 
+// A message as the C string it becomes (what(), pcache_last_error()): a NUL quoted from a file
+// or an argument would end it there, so each is shown as the two characters \0.
+std::string nul_shown(std::string message);
+
 class Error : public std::runtime_error {
  public:
   Error(Status status, const std::string &message, ErrorDetail detail = {})
-      : std::runtime_error(message), status_(status), detail_(detail) {}
+      : std::runtime_error(nul_shown(message)), status_(status), detail_(detail) {}
   Status status() const noexcept { return status_; }
   const ErrorDetail &detail() const noexcept { return detail_; }
   // The call gave up waiting (a remote store's timeout, a lock's busy timeout).

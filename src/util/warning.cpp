@@ -11,7 +11,7 @@ ThreadMessages &thread_messages() {
 }
 
 void set_thread_warning(std::string message) {
-  thread_messages().warning = std::move(message);
+  thread_messages().warning = nul_shown(std::move(message));
 }
 
 }  // namespace progcache

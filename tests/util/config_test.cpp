@@ -380,6 +380,25 @@ TEST_F(Config, LongLinesInlineCommentsAndQuotedValues) {
   ASSERT_EQ(pcache_close(c), PCACHE_OK);
 }
 
+// A NUL in a config file's value is quoted in the message as \0, with the rest after it:
+// pcache_last_error() is a C string, and the message ended at the NUL ("max_size in FILE '1G").
+TEST_F(Config, AMessageQuotingANulShowsItAndTheRest) {
+  write_config(std::string("max_size = 1G\0junk\n", 19));
+  pcache_options o;
+  ASSERT_EQ(pcache_options_init(&o, sizeof o), PCACHE_OK);
+  pcache *c = nullptr;
+  ASSERT_EQ(pcache_open(("sqlite:" + dir_ + "/n.db").c_str(), &o, &c), PCACHE_ERR_INVALID_ARG);
+  const std::string message = pcache_last_error();
+  EXPECT_NE(message.find("'1G\\0junk' is not a size"), std::string::npos) << message;
+  // A warning quoting one, too.
+  write_config(std::string("col\0our = 1\n", 12));
+  c = open_configured(("sqlite:" + dir_ + "/n.db").c_str());
+  ASSERT_NE(c, nullptr);
+  const std::string warning = pcache_last_error();
+  EXPECT_NE(warning.find("col\\0our"), std::string::npos) << warning;
+  ASSERT_EQ(pcache_close(c), PCACHE_OK);
+}
+
 // A config path that is a FIFO or a link to a device is never read, so it never hangs an open.
 TEST_F(Config, AConfigFileThatIsNotARegularFileIsIgnored) {
   const std::string path = dir_ + "/xdg/progcache/progcache.conf";
