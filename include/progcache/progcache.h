@@ -180,9 +180,10 @@ PCACHE_API pcache_status pcache_options_init(pcache_options *options, uint32_t s
  * Ownership: uri and options are only read during the call. *out is owned by the caller and
  * released with pcache_close(). On failure *out is set to NULL (when out is not NULL).
  * Thread safety: may be called from any thread; separate handles are independent.
- * Returns PCACHE_OK; PCACHE_ERR_INVALID_ARG (out NULL, bad URI, bad options);
- * PCACHE_ERR_IO, PCACHE_ERR_PERMISSION (cannot create or open the storage; a directory or file
- * another user owns or can write, without PCACHE_OPEN_ALLOW_SHARED; a persistent cache in a
+ * Returns PCACHE_OK; PCACHE_ERR_INVALID_ARG (out NULL, bad URI, bad options; a sqlite: path
+ * naming an existing file that is not and never was a progcache database, which is left
+ * unchanged); PCACHE_ERR_IO, PCACHE_ERR_PERMISSION (cannot create or open the storage; a directory
+ * or file another user owns or can write, without PCACHE_OPEN_ALLOW_SHARED; a persistent cache in a
  * setuid/setgid process without PCACHE_OPEN_ALLOW_PRIVILEGED; the secret file readable by
  * others);
  * PCACHE_ERR_UNSUPPORTED (a database written by a newer progcache; rediss://; a SQLite cache

@@ -150,12 +150,14 @@ void SqliteBackend::open_connection() {
   for (const char *suffix : kFileSuffixes) check_owned_file(path_ + suffix, config_.allow_shared);
   // Create the file ourselves so that it has our mode, 0600 unless shared (SQLite gives its
   // -wal/-shm the same mode).
+  bool created = false;
   {
     Fd fd(::open(path_.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW | O_CLOEXEC,
                  config_.modes.file));
     if (!fd && errno != EEXIST && errno != EACCES && errno != EROFS)
       throw_errno("cannot create cache database '" + path_ + "'");
     if (fd) set_created_mode(fd.get(), config_.modes.file);
+    created = bool(fd);
   }
   int rc = libsqlite().sqlite3_open_v2(
       path_.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOFOLLOW | SQLITE_OPEN_NOMUTEX,
@@ -181,6 +183,15 @@ void SqliteBackend::open_connection() {
       db_ = nullptr;
       throw;
     }
+  }
+  libsqlite().sqlite3_busy_timeout(db_, busy_timeout_ms_);
+  // Before anything is written (the journal mode, the schema, a reset of damage): a file that
+  // was never a cache is left as it is.
+  if (const std::string what = created ? "" : foreign_database(path_, db_); !what.empty()) {
+    disconnect(false);
+    throw Error(Status::invalid_arg,
+                "'" + path_ + "' is not a progcache cache database (" + what +
+                    "); it was left as it is: point the cache at another path, or remove it");
   }
   read_only_ = libsqlite().sqlite3_db_readonly(db_, "main") == 1;
   if (struct stat st; ::stat(path_.c_str(), &st) == 0) {

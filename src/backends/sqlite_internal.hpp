@@ -1,4 +1,4 @@
-// Private to the SQLite backend's two files: shared statements' helpers, the schema, and the
+// Private to the SQLite backend's files: shared statements' helpers, the schema, and the
 // transaction templates.
 #pragma once
 
@@ -60,6 +60,11 @@ constexpr const char *kMemoSchema =
 // of our own CREATE statements, modelled from their text.
 std::set<std::string> schema_of(sqlite3 *db);
 std::set<std::string> modelled_schema(std::string_view script);
+
+// What the existing file at path is when it cannot be a progcache database (ours, perhaps
+// damaged, which is repaired), for the refusal to touch it; empty when it may be one. Only reads:
+// db is a connection opened on it, nothing written yet (sqlite_ownership.cpp).
+std::string foreign_database(const std::string &path, sqlite3 *db);
 
 struct CorruptDatabase : Error {
   explicit CorruptDatabase(const std::string &m) : Error(Status::corrupt, m) {}

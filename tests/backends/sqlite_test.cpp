@@ -108,20 +108,80 @@ TEST(Sqlite, NewerSchemaIsRefusedWithAClearError) {
   EXPECT_EQ(sql_scalar(db, "PRAGMA user_version"), "99");  // left as it was
 }
 
-TEST(Sqlite, OlderOrForeignSchemaIsRebuilt) {
+// A file that was never a cache is refused and left byte for byte as it was: a database of
+// another program (even one with a table named entries), another application's id, a schema
+// version of someone else's, a text file. The reset that repairs a damaged cache dropped a
+// foreign database's "entries" table, and rewrote a text file as an empty database, even for a
+// command that only reads (progcache stats).
+TEST(Sqlite, AFileThatWasNeverACacheIsRefusedAndLeftAsItIs) {
   TempDir d;
-  const std::string db = d / "cache.db";
-  sql_exec(db, "CREATE TABLE entries(k TEXT); INSERT INTO entries VALUES('old');");
-  Handle c("sqlite:" + db);
-  ASSERT_EQ(c.put("k", "v"), PCACHE_OK) << pcache_last_error();
-  std::string v;
-  EXPECT_EQ(c.get("k", &v), PCACHE_OK);
-  EXPECT_EQ(c.count(), 1u);
+  struct Foreign {
+    std::string name, sql, says;
+  };
+  const Foreign kForeign[] = {
+      {"notes.db",
+       "CREATE TABLE entries(x); CREATE TABLE notes(t); INSERT INTO notes VALUES('thesis');",
+       "tables of another program (entries, notes)"},
+      {"entries.db", "CREATE TABLE entries(k TEXT); INSERT INTO entries VALUES('old');",
+       "tables of another program (entries)"},
+      {"app.db",
+       "PRAGMA application_id=1234; CREATE TABLE entries(key BLOB PRIMARY KEY, record BLOB);",
+       "another application (application id 0x000004d2"},
+      {"versioned.db", "PRAGMA user_version=3;", "schema version 3"},
+  };
+  std::vector<std::pair<std::string, std::string>> files;  // path, what the refusal says
+  for (const Foreign &f : kForeign) {
+    sql_exec(d / f.name, f.sql);
+    files.emplace_back(d / f.name, f.says);
+  }
+  write_file(d / "text.db", std::string(8192, 'G'));
+  files.emplace_back(d / "text.db", "not a SQLite database");
+  for (const auto &[path, says] : files) {
+    const std::string before = read_file(path);
+    pcache *h = nullptr;
+    EXPECT_EQ(pcache_open(("sqlite:" + path).c_str(), nullptr, &h), PCACHE_ERR_INVALID_ARG) << path;
+    const std::string message = pcache_last_error();
+    EXPECT_NE(message.find("is not a progcache cache database"), std::string::npos) << message;
+    EXPECT_NE(message.find(says), std::string::npos) << message;
+    EXPECT_EQ(read_file(path), before) << path << " was changed";
+    for (const char *suffix : {"-wal", "-shm", "-counters", ".locks"})
+      EXPECT_FALSE(std::filesystem::exists(path + suffix)) << path + suffix;
+  }
 }
 
-TEST(Sqlite, GarbageFileIsResetInPlaceAndReported) {
+// What is or may be ours opens: a blank SQLite database, a layout of ours from before
+// application ids (entries without the CHECKs), and a cache whose application id has a flipped
+// bit (the id is written again).
+TEST(Sqlite, BlankOlderAndFlippedIdDatabasesOfOursOpen) {
+  TempDir d;
+  sql_exec(d / "blank.db", "VACUUM");
+  sql_exec(
+      d / "older.db",
+      "CREATE TABLE entries(key BLOB PRIMARY KEY NOT NULL, record BLOB NOT NULL, size INTEGER"
+      " NOT NULL); CREATE TABLE meta(name TEXT PRIMARY KEY NOT NULL, value INTEGER NOT NULL);");
+  {
+    Handle c("sqlite:" + (d / "flipped.db"));
+    ASSERT_EQ(c.put("k", "v"), PCACHE_OK) << pcache_last_error();
+  }
+  sql_exec(d / "flipped.db", "PRAGMA application_id=" + std::to_string(0x50430002 ^ (1 << 20)));
+  for (const char *name : {"blank.db", "older.db", "flipped.db"}) {
+    Handle c("sqlite:" + (d / name));
+    ASSERT_EQ(c.put("k2", "v2"), PCACHE_OK) << name << ": " << pcache_last_error();
+    std::string v;
+    EXPECT_EQ(c.get("k2", &v), PCACHE_OK) << name;
+  }
+  EXPECT_EQ(sql_scalar(d / "flipped.db", "PRAGMA application_id"), std::to_string(0x50430002));
+}
+
+// A cache whose database was overwritten (its -wal and -shm, which stay, show it was one) is
+// reset in place, never deleted or renamed: other processes may hold it open.
+TEST(Sqlite, ACacheOverwrittenWithGarbageIsResetInPlaceAndReported) {
   TempDir d;
   const std::string db = d / "cache.db";
+  {
+    Handle c("sqlite:" + db);
+    ASSERT_EQ(c.put("k", "v"), PCACHE_OK);
+  }
   write_file(db, std::string(8192, 'G'));
   const ino_t before = inode_of(db);
   pcache *h = nullptr;

@@ -66,6 +66,11 @@ want="no cache at '$work/fs'" check "a reading command creates no cache" 1 "$pc"
 want='^' check "... and nothing is there" 1 test -e "$work/fs"
 want="no cache at '$work/typo/x.db'" check "nor a SQLite one" 1 "$pc" ls --cache "sqlite:$work/typo/x.db"
 want='^' check "... in a directory it would have made" 1 test -e "$work/typo"
+# A path that names a file that was never a cache (a typo) is refused and the file left as it is,
+# even by a command that only reads: it was reset to an empty database.
+printf 'my notes\n' >"$work/notes.db"
+want="'$work/notes.db' is not a progcache cache database \(not a SQLite database\)" check "a file that is not a cache is refused" 2 "$pc" stats --cache "sqlite:$work/notes.db"
+want='^my notes$' check "... and left as it was" 0 cat "$work/notes.db"
 want='stored' check "--cache after the command" 0 "$pc" put text:k "$kernel" --cache "filestream:$work/fs"
 want='^' check "filestream cache was created" 0 test -f "$work/fs/format"
 want='pruned to' check "prune" 0 "$pc" prune --max-size 1K
