@@ -181,16 +181,16 @@ PCACHE_API pcache_status pcache_options_init(pcache_options *options, uint32_t s
  * released with pcache_close(). On failure *out is set to NULL (when out is not NULL).
  * Thread safety: may be called from any thread; separate handles are independent.
  * Returns PCACHE_OK; PCACHE_ERR_INVALID_ARG (out NULL, bad URI, bad options; a sqlite: path
- * naming an existing file that is not and never was a progcache database, which is left
- * unchanged); PCACHE_ERR_IO, PCACHE_ERR_PERMISSION (cannot create or open the storage; a directory
- * or file another user owns or can write, without PCACHE_OPEN_ALLOW_SHARED; a persistent cache in a
- * setuid/setgid process without PCACHE_OPEN_ALLOW_PRIVILEGED; the secret file readable by
- * others);
- * PCACHE_ERR_UNSUPPORTED (a database written by a newer progcache; rediss://; a SQLite cache
- * without a loadable SQLite library, a redis:// cache without hiredis); PCACHE_ERR_BUSY
- * (the database stayed locked past the busy timeout); PCACHE_ERR_REMOTE (redis: the server
- * cannot be reached, or refuses the password or database; a tier of a tiered cache is not
- * contacted at open); PCACHE_ERR_NO_MEMORY; PCACHE_ERR_INTERNAL.
+ * naming an existing file, or a filestream: path naming an existing directory, that is not and
+ * never was a progcache cache: it is left unchanged); PCACHE_ERR_IO, PCACHE_ERR_PERMISSION (cannot
+ * create or open the storage; a directory or file another user owns or can write, without
+ * PCACHE_OPEN_ALLOW_SHARED; a persistent cache in a setuid/setgid process without
+ * PCACHE_OPEN_ALLOW_PRIVILEGED; the secret file readable by others); PCACHE_ERR_UNSUPPORTED (a
+ * database written by a newer progcache; rediss://; a SQLite cache without a loadable SQLite
+ * library, a redis:// cache without hiredis); PCACHE_ERR_BUSY (the database stayed locked past the
+ * busy timeout); PCACHE_ERR_REMOTE (redis: the server cannot be reached, or refuses the password or
+ * database; a tier of a tiered cache is not contacted at open); PCACHE_ERR_NO_MEMORY;
+ * PCACHE_ERR_INTERNAL.
  */
 PCACHE_API pcache_status pcache_open(const char *uri, const pcache_options *options, pcache **out);
 

@@ -112,6 +112,53 @@ void for_each_name(int dir_fd, Fn &&fn) {
   for (const std::string &n : names_in_dir(dir_fd)) fn(n);
 }
 
+// A temporary file of ours: "<host>.<pid>.<seq>.<random>.tmp" (temp_name), the host's dots made
+// underscores. The reaper deletes nothing else, whatever a tmp/ directory holds.
+bool is_temp_name(const std::string &n) {
+  size_t dot = n.find('.');
+  if (dot == 0 || dot == std::string::npos) return false;
+  for (int field = 0; field < 3; ++field) {
+    const size_t next = n.find('.', dot + 1);
+    if (next == std::string::npos || next == dot + 1 ||
+        !std::all_of(n.begin() + long(dot) + 1, n.begin() + long(next),
+                     [](char c) { return c >= '0' && c <= '9'; }))
+      return false;
+    dot = next;
+  }
+  return n.compare(dot, std::string::npos, ".tmp") == 0;
+}
+
+// A name a cache directory holds: its own files and directories, a shard (two hex digits), and
+// what a filesystem puts there (a volume's lost+found, NFS's renamed open files).
+bool is_cache_dir_name(const std::string &n) {
+  static const char *const kOwn[] = {kFormatFile, kStatsFile, kTmpDir,
+                                     "meta",      "locks",    "lost+found"};
+  if (std::any_of(std::begin(kOwn), std::end(kOwn), [&](const char *own) { return n == own; }))
+    return true;
+  return (n.size() == 2 && std::isxdigit(static_cast<unsigned char>(n[0])) &&
+          std::isxdigit(static_cast<unsigned char>(n[1]))) ||
+         n.rfind(".nfs", 0) == 0;
+}
+
+// What an existing directory without our format marker holds that a cache never does, for the
+// refusal to adopt it (empty: a new or damaged cache). Its tmp/ would be reaped of files older
+// than stale_tmp_seconds, and names it shares with ours overwritten: `filestream:$HOME` deleted
+// ~/tmp's old files.
+std::string foreign_names(int dir_fd) {
+  char marker[32] = {};
+  Fd format(::openat(dir_fd, kFormatFile, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+  if (format && ::read(format.get(), marker, sizeof marker - 1) > 0 &&
+      std::strncmp(marker, "progcache-filestream ", 21) == 0)
+    return {};
+  std::vector<std::string> names = names_in_dir(dir_fd);
+  names.erase(std::remove_if(names.begin(), names.end(), is_cache_dir_name), names.end());
+  std::sort(names.begin(), names.end());
+  std::string out;
+  for (size_t i = 0; i < names.size() && i < 5; ++i) out += (i ? ", " : "") + names[i];
+  if (names.size() > 5) out += " and " + std::to_string(names.size() - 5) + " more";
+  return out;
+}
+
 }  // namespace
 
 // Serialises updates of DIR/stats between threads (mutex) and processes (flock).
@@ -150,6 +197,11 @@ FileStreamBackend::FileStreamBackend(Uri &uri, const BackendConfig &config)
   dir_fd_ = Fd(::open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (!dir_fd_) throw_errno("cannot open cache directory '" + dir_ + "'");
   check_private_dir(dir_, dir_fd_.get(), config_.allow_shared);
+  if (const std::string foreign = foreign_names(dir_fd_.get()); !foreign.empty())
+    throw Error(Status::invalid_arg,
+                "'" + dir_ + "' is not a progcache cache directory (it holds " + foreign +
+                    "); it was left as it is: point the cache at a new or "
+                    "empty directory");
   if (make_dir_at(dir_fd_.get(), kTmpDir, config_.modes.dir) != 0 && errno != EEXIST &&
       errno != EROFS && errno != EACCES)
     throw_errno("cannot create '" + dir_ + "/tmp'");
@@ -219,7 +271,9 @@ void FileStreamBackend::reap_stale_temp_files() {
   const int64_t now = now_ns();
   for_each_name(tmp_fd_.get(), [&](const std::string &name) {
     struct stat st;
-    if (::fstatat(tmp_fd_.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return;
+    if (!is_temp_name(name) ||
+        ::fstatat(tmp_fd_.get(), name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0)
+      return;
     // Never by process id: a pid says nothing across PID namespaces (containers sharing the
     // directory), where kill(pid, 0) called live writers dead. A writer holds an flock on its
     // temp file until the rename; one that is unlocked and a few seconds old (past the instant

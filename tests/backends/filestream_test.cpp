@@ -172,6 +172,62 @@ TEST_F(FileStream, StaleTempFilesAreReapedButLiveOnesKept) {
   ::close(held);
 }
 
+// The reaper deletes only our own temp files' names: a file in tmp/ that no writer of ours
+// named (a person's, or one a name away from ours) stays, however old.
+TEST_F(FileStream, TheReaperDeletesOnlyTempFilesOfOurs) {
+  { Handle c(uri()); }
+  const std::string ours = dir() + "/tmp/somehost.999999999.1.1.tmp";
+  const std::string theirs[] = {dir() + "/tmp/draft.txt", dir() + "/tmp/a.b.c.d.tmp",
+                                dir() + "/tmp/host.1.2.3.tmp.bak", dir() + "/tmp/.1.2.3.tmp"};
+  struct timeval ancient[2] = {{1000, 0}, {1000, 0}};
+  for (const std::string &f : theirs) {
+    write_file(f, "x");
+    ::utimes(f.c_str(), ancient);
+  }
+  write_file(ours, "x");
+  ::utimes(ours.c_str(), ancient);
+  Handle c(uri());
+  EXPECT_FALSE(fs::exists(ours));
+  for (const std::string &f : theirs) EXPECT_TRUE(fs::exists(f)) << f;
+}
+
+// A directory that holds what a cache never does is not adopted: nothing is created in it and
+// nothing of it removed (filestream:$HOME reaped ~/tmp of files older than an hour, and wrote
+// its own stats over a file of that name). A new, empty or marker-less directory of only our
+// names is a cache's, and so is a volume's root (lost+found).
+TEST_F(FileStream, ADirectoryThatWasNeverACacheIsLeftAsItIs) {
+  const std::string home = d_ / "home";
+  fs::create_directories(home + "/tmp");
+  write_file(home + "/notes.txt", "mine");
+  write_file(home + "/stats", "my stats");
+  write_file(home + "/tmp/draft.txt", "precious");
+  struct timeval two_hours_ago[2] = {{::time(nullptr) - 7200, 0}, {::time(nullptr) - 7200, 0}};
+  ::utimes((home + "/tmp/draft.txt").c_str(), two_hours_ago);
+  pcache *h = nullptr;
+  EXPECT_EQ(pcache_open(("filestream:" + home).c_str(), nullptr, &h), PCACHE_ERR_INVALID_ARG);
+  const std::string message = pcache_last_error();
+  EXPECT_NE(message.find("is not a progcache cache directory (it holds notes.txt)"),
+            std::string::npos)
+      << message;
+  EXPECT_EQ(read_file(home + "/tmp/draft.txt"), "precious");
+  EXPECT_EQ(read_file(home + "/stats"), "my stats");
+  EXPECT_FALSE(fs::exists(home + "/format"));
+  EXPECT_EQ(list_files(home).size(), 3u);
+
+  const std::string volume = d_ / "volume";
+  fs::create_directories(volume + "/lost+found");
+  { Handle c("filestream:" + volume); }
+  {
+    Handle c(uri());
+    ASSERT_EQ(c.put("k", "v"), PCACHE_OK);
+  }
+  fs::remove(dir() + "/format");  // a marker lost: the rest is all ours
+  Handle c(uri());
+  std::string v;
+  EXPECT_EQ(c.get("k", &v), PCACHE_OK);
+  EXPECT_EQ(read_file(dir() + "/format"), "progcache-filestream 1\n");
+}
+
 TEST_F(FileStream, ReopenWithASmallerCapEvictsOldestFirst) {
   {
     Handle c(uri());
