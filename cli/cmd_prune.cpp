@@ -30,6 +30,8 @@ int cmd_prune(Invocation &in) {
       throw Usage("prune: a " + scheme +
                   ": cache is not pruned by progcache (Redis evicts by its maxmemory policy; "
                   "prune each local tier by its own URI)");
+    if (in.cap_given && !cap)  // a cap of 0 means none everywhere else: say what would do this
+      throw Usage("prune --max-size 0 would keep nothing: progcache clear removes every entry");
     if (!in.cap_given) cap = info.configured_max_size;
     if (!cap) throw Usage("prune needs --max-size SIZE (no cap is configured: progcache config)");
     check(pcache_size(uncapped.get(), &size));
