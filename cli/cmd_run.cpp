@@ -108,6 +108,46 @@ void say_what_happened(const std::string &report_file, std::pair<int64_t, int64_
     std::fprintf(stderr, "progcache run: the command asked for %s\n", o.c_str());
 }
 
+// The signals a process manager or a job's timeout sends to stop or poke a job. They are passed
+// on to the command: progcache run is not the job, and dying of one left the command running.
+// SIGINT and SIGQUIT come from the terminal to the whole process group: the command has them
+// already, and this process ignores them.
+constexpr int kPassedOn[] = {SIGTERM, SIGHUP, SIGUSR1, SIGUSR2};
+volatile sig_atomic_t g_command_pid = 0;
+
+void pass_on(int sig) {
+  const int saved = errno;
+  if (g_command_pid > 0) ::kill(pid_t(g_command_pid), sig);
+  errno = saved;
+}
+
+sigset_t passed_on_set() {
+  sigset_t set;
+  sigemptyset(&set);
+  for (int sig : kPassedOn) sigaddset(&set, sig);
+  return set;
+}
+
+// Ends this process as the command ended: killed by the same signal where that is how it ended
+// and the signal does not dump core (so that a shell or make sees a job interrupted, not one
+// that failed), else with its exit status (128 + the signal for the rest, as a shell reports).
+int end_as(int status) {
+  if (WIFSIGNALED(status)) {
+    const int sig = WTERMSIG(status);
+    if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP || sig == SIGPIPE) {
+      std::fflush(nullptr);
+      ::signal(sig, SIG_DFL);
+      sigset_t set;
+      sigemptyset(&set);
+      sigaddset(&set, sig);
+      ::sigprocmask(SIG_UNBLOCK, &set, nullptr);
+      ::raise(sig);
+    }
+    return 128 + sig;
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+}
+
 }  // namespace
 
 int cmd_run(Invocation &in) {
@@ -140,7 +180,7 @@ int cmd_run(Invocation &in) {
   if (pcache_open(uri.empty() ? nullptr : uri.c_str(), nullptr, &cache) != PCACHE_OK)
     throw Failure(PCACHE_ERR_INVALID_ARG,
                   "run: no usable cache (" + library_message() + "); the command was not run");
-  const std::unique_ptr<pcache, decltype(&pcache_close)> open_cache(cache, &pcache_close);
+  std::unique_ptr<pcache, decltype(&pcache_close)> open_cache(cache, &pcache_close);
   if (!uri.empty()) ::setenv("PCACHE_URI", uri.c_str(), 1);
   char report_file[] = "/tmp/progcache-run-XXXXXX";
   const int report_fd = ::mkstemp(report_file);
@@ -152,9 +192,18 @@ int cmd_run(Invocation &in) {
   std::vector<char *> argv;
   for (std::string &a : in.passthrough) argv.push_back(a.data());
   argv.push_back(nullptr);
+  // Held until the handler knows the command's pid: one arriving before is passed on after.
+  const sigset_t passed_on = passed_on_set();
+  sigset_t before_fork;
+  ::sigprocmask(SIG_BLOCK, &passed_on, &before_fork);
   const pid_t child = ::fork();
-  if (child < 0) throw Failure(PCACHE_ERR_IO, std::string("run: fork: ") + std::strerror(errno));
+  if (child < 0) {
+    const int error = errno;
+    ::sigprocmask(SIG_SETMASK, &before_fork, nullptr);
+    throw Failure(PCACHE_ERR_IO, std::string("run: fork: ") + std::strerror(error));
+  }
   if (child == 0) {
+    ::sigprocmask(SIG_SETMASK, &before_fork, nullptr);
     ::execvp(argv[0], argv.data());
     const int error = errno;
     std::fprintf(stderr, "progcache: run: cannot run %s: %s\n", argv[0], std::strerror(error));
@@ -163,6 +212,13 @@ int cmd_run(Invocation &in) {
   // The terminal's Ctrl-C reaches the command; this process waits for it and then reports.
   ::signal(SIGINT, SIG_IGN);
   ::signal(SIGQUIT, SIG_IGN);
+  g_command_pid = child;
+  struct sigaction forward {};
+  forward.sa_handler = pass_on;
+  forward.sa_flags = SA_RESTART;
+  sigemptyset(&forward.sa_mask);
+  for (int sig : kPassedOn) ::sigaction(sig, &forward, nullptr);
+  ::sigprocmask(SIG_SETMASK, &before_fork, nullptr);
   int status = 0;
   while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
   }
@@ -170,8 +226,8 @@ int cmd_run(Invocation &in) {
     say_what_happened(report_file, before, lookups(cache));
     ::unlink(report_file);
   }
-  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+  open_cache.reset();  // closed before this process may end by the command's signal
+  return end_as(status);
 }
 
 }  // namespace progcache::cli

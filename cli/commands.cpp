@@ -193,7 +193,9 @@ std::vector<Command> make_commands() {
        "links through the cache with no change to its code: a hit answers every call from the\n"
        "cache without loading the real library; a miss runs the real one and stores every\n"
        "output. --cache sets the cache for COMMAND (PCACHE_URI). PCACHE_DISABLE=1 turns caching\n"
-       "off. Exit status: COMMAND's, or 127 if it cannot be found. See docs/transparent.md.",
+       "off. SIGTERM, SIGHUP, SIGUSR1 and SIGUSR2 are passed on to COMMAND. Exit status:\n"
+       "COMMAND's (killed by a signal: the same signal), or 127 if it cannot be found. See\n"
+       "docs/transparent.md.",
        {{"preload", 0, nullptr,
          "also LD_PRELOAD the drop-ins, for programs that look for an already loaded library\n"
          "before loading one by path (cuda-pathfinder: cuda-python, numba-cuda)"}},

@@ -74,6 +74,14 @@ want='^my notes$' check "... and left as it was" 0 cat "$work/notes.db"
 want='stored' check "--cache after the command" 0 "$pc" put text:k "$kernel" --cache "filestream:$work/fs"
 want='^' check "filestream cache was created" 0 test -f "$work/fs/format"
 want='pruned to' check "prune" 0 "$pc" prune --max-size 1K
+# run passes a job's stop signal on to the command and ends as it did: a timeout that stopped
+# progcache run left the command running.
+"$pc" --cache "sqlite:$work/run.db" run -- sleep 30 & runpid=$!
+kid=''
+for _ in $(seq 100); do kid=$(cat "/proc/$runpid/task/$runpid/children" 2>/dev/null) && [ -n "$kid" ] && break; sleep 0.05; done
+kill -TERM "$runpid"; wait "$runpid"; runrc=$?
+want='^143$' check "run ends by the command's SIGTERM" 0 echo "$runrc"
+want='^' check "... which reached the command" 1 kill -0 $kid
 # PTX, NVVM IR and links: nvJitLink and libNVVM through the cache.
 "$pc" compile "$kernel" --target ptx -o "$work/k.ptx" -- --std=c++17 -rdc=true > /dev/null
 want='^miss: .*k\.ptx compiled in .*nvJitLink' check "PTX compiles with nvJitLink" 0 "$pc" compile "$work/k.ptx" -o "$work/from-ptx.cubin"
