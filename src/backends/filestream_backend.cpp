@@ -140,16 +140,18 @@ bool is_cache_dir_name(const std::string &n) {
          n.rfind(".nfs", 0) == 0;
 }
 
-// What an existing directory without our format marker holds that a cache never does, for the
-// refusal to adopt it (empty: a new or damaged cache). Its tmp/ would be reaped of files older
-// than stale_tmp_seconds, and names it shares with ours overwritten: `filestream:$HOME` deleted
-// ~/tmp's old files.
+// The format marker's text (at most 63 bytes), empty when it cannot be read.
+std::string read_format_marker(int dir_fd) {
+  char buf[64] = {};
+  Fd fd(::openat(dir_fd, kFormatFile, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+  const ssize_t n = fd ? ::read(fd.get(), buf, sizeof buf - 1) : -1;
+  return n > 0 ? std::string(buf, size_t(n)) : std::string();
+}
+
+// What a directory without our format marker holds that a cache never does, for the refusal to
+// adopt it (empty: a new or damaged cache). Its tmp/ would be reaped and names it shares with
+// ours overwritten: `filestream:$HOME` deleted ~/tmp's files older than an hour.
 std::string foreign_names(int dir_fd) {
-  char marker[32] = {};
-  Fd format(::openat(dir_fd, kFormatFile, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
-  if (format && ::read(format.get(), marker, sizeof marker - 1) > 0 &&
-      std::strncmp(marker, "progcache-filestream ", 21) == 0)
-    return {};
   std::vector<std::string> names = names_in_dir(dir_fd);
   names.erase(std::remove_if(names.begin(), names.end(), is_cache_dir_name), names.end());
   std::sort(names.begin(), names.end());
@@ -197,7 +199,10 @@ FileStreamBackend::FileStreamBackend(Uri &uri, const BackendConfig &config)
   dir_fd_ = Fd(::open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (!dir_fd_) throw_errno("cannot open cache directory '" + dir_ + "'");
   check_private_dir(dir_, dir_fd_.get(), config_.allow_shared);
-  if (const std::string foreign = foreign_names(dir_fd_.get()); !foreign.empty())
+  const std::string marker = read_format_marker(dir_fd_.get());
+  if (const std::string foreign =
+          marker.rfind("progcache-filestream ", 0) == 0 ? "" : foreign_names(dir_fd_.get());
+      !foreign.empty())
     throw Error(Status::invalid_arg,
                 "'" + dir_ + "' is not a progcache cache directory (it holds " + foreign +
                     "); it was left as it is: point the cache at a new or "
@@ -211,7 +216,7 @@ FileStreamBackend::FileStreamBackend(Uri &uri, const BackendConfig &config)
   for (char *p = host; *p; ++p)
     if (*p == '.' || *p == '/') *p = '_';
   tmp_prefix_ = host;
-  check_format();
+  check_format(marker);
   reap_stale_temp_files();
   if (::faccessat(dir_fd_.get(), ".", W_OK, 0) == 0) {
     // Establish the accounting now (a first open counts the entries, and repairs what a killed
@@ -233,20 +238,15 @@ FileStreamBackend::~FileStreamBackend() {
   if (int fd = meta_fd_.load(); fd >= 0) ::close(fd);
 }
 
-void FileStreamBackend::check_format() {
+void FileStreamBackend::check_format(const std::string &marker) {
   const std::string want = "progcache-filestream " + std::to_string(kFormatVersion) + "\n";
-  char buf[64] = {};
-  Fd fd(::openat(dir_fd_.get(), kFormatFile, O_RDONLY | O_NOFOLLOW | O_CLOEXEC));
-  if (fd) {
-    const ssize_t n = ::read(fd.get(), buf, sizeof buf - 1);
-    int version = 0;
-    if (n > 0 && std::sscanf(buf, "progcache-filestream %d", &version) == 1 &&
-        version > kFormatVersion)
-      throw Error(Status::unsupported,
-                  "cache directory '" + dir_ + "' has format " + std::to_string(version) +
-                      ", written by a newer progcache; refusing to misread it");
-    if (n > 0 && std::string(buf, size_t(n)) == want) return;
-  }
+  int version = 0;
+  if (std::sscanf(marker.c_str(), "progcache-filestream %d", &version) == 1 &&
+      version > kFormatVersion)
+    throw Error(Status::unsupported, "cache directory '" + dir_ + "' has format " +
+                                         std::to_string(version) +
+                                         ", written by a newer progcache; refusing to misread it");
+  if (marker == want) return;
   // Missing or damaged marker: rewrite it (atomically); a read-only directory just reads on.
   if (!tmp_fd_) return;
   const std::string tmp = temp_name();

@@ -68,7 +68,8 @@ class FileStreamBackend final : public Backend, public SharedCounters {
   // was opened (by another directory, a symbolic link, a file) is opened afresh, and
   // *replaced set (its entries, which the totals count, are gone). Under the stats lock.
   int current_shard_fd(int shard, bool create, bool *replaced);
-  void check_format();
+  // marker: the format file's text as read at open.
+  void check_format(const std::string &marker);
   void reap_stale_temp_files();
   // A descriptor holding an flock on the temp file open on fd, until it is destroyed.
   static Fd hold_temp_lock(int fd);
