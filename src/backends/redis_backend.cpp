@@ -202,6 +202,11 @@ RedisBackend::RedisBackend(Uri &uri, const BackendConfig &, bool lazy) {
   if (port_ <= 0 || port_ > 65535)
     throw Error(Status::invalid_arg, "redis: port " + std::to_string(port_) + " out of range");
   prefix_ = uri.take("prefix", prefix_);
+  if (prefix_.empty())  // its "stats" (deleted when not a hash), "e:..." and "m:..." keys
+    throw Error(Status::invalid_arg,
+                "redis: prefix= is empty: the cache's keys (stats, e:..., m:...) would mix with "
+                "every other key in the database, and a clear or a repair would delete theirs; "
+                "name it (the default is progcache:)");
   timeout_ms_ = parse_uint_param("timeout_ms", uri.take("timeout_ms", "2000"));
   if (timeout_ms_ == 0) throw Error(Status::invalid_arg, "redis: timeout_ms must be > 0");
   backoff_ms_ = parse_uint_param("backoff_ms", uri.take("backoff_ms", "1000"));

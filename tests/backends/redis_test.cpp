@@ -334,6 +334,7 @@ TEST(Redis, BadUrisAreRefusedWithReasons) {
                        "redis://host?timeout_ms=0",
                        "redis://host?unknown=1",
                        "redis://host?compress=lz4",
+                       "redis://host?prefix=",  // its keys among every other: stats, e:...
                        "tiered:",
                        "tiered:memory:||memory:",
                        "tiered:memory:|tiered:memory:"};
