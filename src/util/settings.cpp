@@ -1,12 +1,15 @@
 #include "util/settings.hpp"
 
 #include <fcntl.h>
+#include <grp.h>
+#include <pwd.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <string>
@@ -15,6 +18,8 @@
 #include "util/env.hpp"
 #include "util/error.hpp"
 #include "util/fork_guard.hpp"
+#include "util/fsutil.hpp"
+#include "util/paths.hpp"
 #include "util/stat_identity.hpp"
 #include "util/trust.hpp"
 #include "util/warning.hpp"
@@ -92,6 +97,31 @@ void parse_line(const std::string &path, size_t number, std::string_view line, s
   file->values[name] = value;
 }
 
+// Whether the group that may write st is this user's own: its primary group, named as the user
+// is (a user private group, where umask 002 makes every file group-writable).
+bool group_is_private(const struct stat &st) {
+  if (st.st_gid != ::getegid()) return false;
+  char buf[4096];
+  struct passwd pw, *user = nullptr;
+  struct group gr, *group = nullptr;
+  return ::getpwuid_r(::geteuid(), &pw, buf, sizeof buf / 2, &user) == 0 && user &&
+         ::getgrgid_r(st.st_gid, &gr, buf + sizeof buf / 2, sizeof buf / 2, &group) == 0 && group &&
+         std::strcmp(user->pw_name, group->gr_name) == 0;
+}
+
+// A config file, and its directory, that only this user (or root) can change: owned by one of
+// them, writable by no other user (a user private group aside), the directory also when sticky
+// and root's (like /tmp).
+bool config_file_is_ours(const std::string &path, const struct stat &st) {
+  auto private_to_owner = [](const struct stat &s) {
+    return (s.st_uid == 0 || s.st_uid == ::geteuid()) && !(s.st_mode & S_IWOTH) &&
+           (!(s.st_mode & S_IWGRP) || group_is_private(s));
+  };
+  struct stat dir;
+  return private_to_owner(st) && ::stat(parent_dir(path).c_str(), &dir) == 0 &&
+         (private_to_owner(dir) || (dir.st_uid == 0 && (dir.st_mode & S_ISVTX)));
+}
+
 // Reads a regular file of at most kMaxConfigBytes, whatever its lines' lengths: a FIFO, a device
 // (a symbolic link to /dev/zero) or a huge file is refused with a warning, never waited on.
 ParsedFile parse_file(const std::string &path) {
@@ -105,6 +135,17 @@ ParsedFile parse_file(const std::string &path) {
   }
   if (st.st_size > kMaxConfigBytes) {
     parsed.warnings.push_back("config file " + path + " is larger than 1 MiB; ignored");
+    return parsed;
+  }
+  // It names the cache, its secret and whether shared directories are trusted: one another user
+  // can change could point this user's processes at binaries they planted.
+  if (!config_file_is_ours(path, st)) {
+    char mode[8];
+    std::snprintf(mode, sizeof mode, "%04o", unsigned(st.st_mode & 07777));
+    parsed.warnings.push_back("config file " + path + " (uid " + std::to_string(st.st_uid) +
+                              ", mode " + mode +
+                              ") or its directory can be changed by another user; ignored (it "
+                              "names the cache and its secret): own it and chmod o-w, g-w");
     return parsed;
   }
   std::string text(size_t(st.st_size), '\0');

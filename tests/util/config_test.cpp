@@ -4,6 +4,7 @@
 #include <grp.h>
 #include <gtest/gtest.h>
 #include <progcache/progcache_admin.h>
+#include <pwd.h>
 #include <sqlite3.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -378,6 +379,38 @@ TEST_F(Config, LongLinesInlineCommentsAndQuotedValues) {
   EXPECT_NE(warning.find("progcache.conf:2"), std::string::npos) << warning;
   EXPECT_EQ(info(c).max_size_bytes, 32768u);
   ASSERT_EQ(pcache_close(c), PCACHE_OK);
+}
+
+// A config file another user can change is ignored with a warning: it names the cache and its
+// secret, and says whether shared directories are trusted (a world-writable one could point the
+// user's processes at planted binaries). Group-writable is fine when the group is the user's own
+// (a user private group, where umask 002 is the norm).
+TEST_F(Config, AConfigFileAnotherUserCanChangeIsIgnored) {
+  const std::string file = dir_ + "/xdg/progcache/progcache.conf";
+  write_config("max_size = 64K\n");
+  const auto cap_with_mode = [&](mode_t file_mode, mode_t dir_mode) {
+    ::chmod(file.c_str(), file_mode);
+    ::chmod((dir_ + "/xdg/progcache").c_str(), dir_mode);
+    pcache *c = open_configured(("sqlite:" + dir_ + "/m.db").c_str());
+    const std::string warning = pcache_last_error();
+    const uint64_t cap = c ? info(c).max_size_bytes : 0;
+    if (c) pcache_close(c);
+    return std::make_pair(cap, warning);
+  };
+  auto [cap, warning] = cap_with_mode(0644, 0755);
+  EXPECT_EQ(cap, 65536u) << warning;
+  for (const auto &[file_mode, dir_mode] : {std::pair<mode_t, mode_t>{0646, 0755}, {0644, 0757}}) {
+    std::tie(cap, warning) = cap_with_mode(file_mode, dir_mode);
+    EXPECT_NE(cap, 65536u) << std::oct << file_mode << " " << dir_mode;
+    EXPECT_NE(warning.find("can be changed by another user; ignored"), std::string::npos)
+        << warning;
+  }
+  const struct passwd *user = ::getpwuid(::geteuid());
+  const struct group *group = ::getgrgid(::getegid());
+  const bool private_group = user && group && std::string(user->pw_name) == group->gr_name;
+  std::tie(cap, warning) = cap_with_mode(0664, 0775);
+  EXPECT_EQ(cap == 65536u, private_group) << warning;
+  ::chmod((dir_ + "/xdg/progcache").c_str(), 0755);
 }
 
 // A NUL in a config file's value is quoted in the message as \0, with the rest after it:
