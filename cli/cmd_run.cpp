@@ -121,11 +121,29 @@ void pass_on(int sig) {
   errno = saved;
 }
 
+void wake(int) {}  // SIGCHLD: ends the wait's sigsuspend (ignored, it would not)
+
+// The signals passed on, and SIGCHLD: blocked but while the wait suspends.
 sigset_t passed_on_set() {
   sigset_t set;
   sigemptyset(&set);
   for (int sig : kPassedOn) sigaddset(&set, sig);
+  sigaddset(&set, SIGCHLD);
   return set;
+}
+
+// Waits for the command, passing on what arrives meanwhile. In sigsuspend, not a blocking
+// waitpid: a signal that lands while the process sits in waitpid may be handled only once
+// waitpid returns (so under ThreadSanitizer, which defers signals to a safe point), i.e. after
+// the command ended on its own.
+int wait_for(pid_t child, const sigset_t &unblocked) {
+  int status = 0;
+  for (;;) {
+    const pid_t got = ::waitpid(child, &status, WNOHANG);
+    if (got == child) return status;
+    if (got < 0 && errno != EINTR) return 0;
+    if (got == 0) ::sigsuspend(&unblocked);
+  }
 }
 
 // Ends this process as the command ended: killed by the same signal where that is how it ended
@@ -192,7 +210,8 @@ int cmd_run(Invocation &in) {
   std::vector<char *> argv;
   for (std::string &a : in.passthrough) argv.push_back(a.data());
   argv.push_back(nullptr);
-  // Held until the handler knows the command's pid: one arriving before is passed on after.
+  // Held until the handler knows the command's pid (one arriving before is passed on after), and
+  // let through only while waiting.
   const sigset_t passed_on = passed_on_set();
   sigset_t before_fork;
   ::sigprocmask(SIG_BLOCK, &passed_on, &before_fork);
@@ -218,10 +237,14 @@ int cmd_run(Invocation &in) {
   forward.sa_flags = SA_RESTART;
   sigemptyset(&forward.sa_mask);
   for (int sig : kPassedOn) ::sigaction(sig, &forward, nullptr);
+  struct sigaction child_ended {};
+  child_ended.sa_handler = wake;
+  sigemptyset(&child_ended.sa_mask);
+  ::sigaction(SIGCHLD, &child_ended, nullptr);
+  const int status = wait_for(child, before_fork);
+  g_command_pid = 0;  // reaped: its pid may name another process from now on
+  ::signal(SIGCHLD, SIG_DFL);
   ::sigprocmask(SIG_SETMASK, &before_fork, nullptr);
-  int status = 0;
-  while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
-  }
   if (report_fd >= 0) {
     say_what_happened(report_file, before, lookups(cache));
     ::unlink(report_file);
