@@ -304,7 +304,9 @@ typedef void (*pcache_reject_fn)(const char *reason, void *context);
 /**
  * Writes every entry (payload and metadata, verified by a peek, compressed, signed with the
  * cache's secret) to the bundle file at path ("-" = standard output), through a temporary file
- * renamed into place, so a failed export leaves no partial bundle. progress may be NULL.
+ * renamed into place (over a symlink's target), so a failed export leaves no partial bundle; a
+ * path that exists and is not a regular file (a FIFO, a device) is written in place, never
+ * replaced. progress may be NULL.
  * *result (may be NULL) receives what was written.
  * Returns PCACHE_OK; PCACHE_ERR_INVALID_ARG (path is a file the cache owns or will own: its
  * database, WAL, lock directory or anything in it, anything in a file-stream directory);

@@ -125,14 +125,25 @@ BundleProgress export_bundle(Cache &cache, const std::string &path,
   if (!to_stdout && is_part_of(cache.uri(), path))
     throw Error(Status::invalid_arg,
                 "'" + path + "' is a file of the cache being exported; write the bundle elsewhere");
-  const std::string tmp = to_stdout ? "" : path + ".tmp." + std::to_string(::getpid());
+  // A regular file (or none yet) is written whole or not at all: a temp file beside it, renamed
+  // over it (over a symlink's target, so the link stays). Anything else is written in place: a
+  // rename over a device or a FIFO replaces it (as root, `export /dev/null` put a regular file
+  // where the device was).
+  struct stat st;
+  const bool in_place = to_stdout || (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode));
+  std::string target = path;
+  if (char real[PATH_MAX]; !in_place && ::lstat(path.c_str(), &st) == 0 && S_ISLNK(st.st_mode) &&
+                           ::realpath(path.c_str(), real))
+    target = real;
+  const std::string tmp = in_place ? "" : target + ".tmp." + std::to_string(::getpid());
   // Created 0600, like the cache: a bundle holds every entry.
-  const int fd =
-      to_stdout ? -1 : ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  const int fd = to_stdout  ? -1
+                 : in_place ? ::open(path.c_str(), O_WRONLY | O_NOCTTY | O_CLOEXEC)
+                            : ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
   File f(to_stdout ? stdout : (fd >= 0 ? ::fdopen(fd, "wb") : nullptr),
          to_stdout ? [](FILE *) { return 0; } : std::fclose);
   if (!to_stdout && fd >= 0 && !f) ::close(fd);
-  if (!f) throw_errno("cannot create " + tmp);
+  if (!f) throw_errno(in_place ? "cannot open " + path : "cannot create " + tmp);
   BundleProgress p;
   Ticker ticker(progress);
   try {
@@ -176,14 +187,16 @@ BundleProgress export_bundle(Cache &cache, const std::string &path,
     write_all(f.get(), end, sizeof end, path);
     p.file_bytes += sizeof end;
     if (std::fflush(f.get()) != 0) throw_errno("cannot write " + path);
-    if (!to_stdout) {
+    if (!in_place) {
       if (::fsync(fileno(f.get())) != 0) throw_errno("cannot sync " + tmp);
       FILE *raw = f.release();
       if (std::fclose(raw) != 0) throw_errno("cannot write " + tmp);
-      if (std::rename(tmp.c_str(), path.c_str()) != 0) throw_errno("cannot rename to " + path);
+      if (std::rename(tmp.c_str(), target.c_str()) != 0) throw_errno("cannot rename to " + path);
+    } else if (!to_stdout) {
+      if (std::fclose(f.release()) != 0) throw_errno("cannot write " + path);
     }
   } catch (...) {
-    if (!to_stdout) std::remove(tmp.c_str());
+    if (!in_place) std::remove(tmp.c_str());
     throw;
   }
   return p;

@@ -248,6 +248,18 @@ want='^hit: ' check "imported kernel hits" 0 "$pc" --cache "filestream:$work/war
 want='wrote' check "imported bytes" 0 "$pc" --cache "filestream:$work/warm" get text:note -o "$work/note"
 want='^' check "imported bytes are identical" 0 cmp "$kernel" "$work/note"
 want='imported 2 entries' check "import from stdin" 0 bash -c "'$pc' --cache sqlite:$work/src.db export - | '$pc' --cache memory: import -"
+# What is not a regular file is written in place, never renamed over: as root, export to
+# /dev/null put a regular file where the device was. A FIFO stays a FIFO and its reader gets the
+# bundle; a symlink stays a link to the new bundle.
+mkfifo "$work/pipe"
+(timeout 20 cat "$work/pipe" >"$work/from-pipe.pcb") & reader=$!
+want='exported 2 entries' check "export to a FIFO" 0 timeout 20 "$pc" --cache "$src" export "$work/pipe"
+wait "$reader"
+want='^' check "... which is still a FIFO" 0 test -p "$work/pipe"
+want='imported 2 entries' check "... and its reader got the bundle" 0 "$pc" --cache memory: import "$work/from-pipe.pcb"
+ln -s warm.pcb "$work/link.pcb"
+want='exported 2 entries' check "export to a symlink" 0 "$pc" --cache "$src" export "$work/link.pcb"
+want='^' check "... which is still a link" 0 test -L "$work/link.pcb"
 python3 - "$work/warm.pcb" "$work/tampered.pcb" <<'PY'
 import sys
 d = bytearray(open(sys.argv[1], 'rb').read())
