@@ -185,42 +185,38 @@ void SqliteBackend::open_connection() {
     }
   }
   libsqlite().sqlite3_busy_timeout(db_, busy_timeout_ms_);
+  const DatabaseHeader header = read_database_header(path_);
   // Before anything is written (the journal mode, the schema, a reset of damage): a file that
   // was never a cache is left as it is.
-  if (const std::string what = created ? "" : foreign_database(path_, db_); !what.empty()) {
+  if (const std::string what = created ? "" : foreign_database(path_, db_, header); !what.empty()) {
     disconnect(false);
     throw Error(Status::invalid_arg,
                 "'" + path_ + "' is not a progcache cache database (" + what +
                     "); it was left as it is: point the cache at another path, or remove it");
   }
   read_only_ = libsqlite().sqlite3_db_readonly(db_, "main") == 1;
-  if (struct stat st; ::stat(path_.c_str(), &st) == 0) {
+  struct stat st = header.st;
+  if (header.read || ::stat(path_.c_str(), &st) == 0) {
     db_dev_ = st.st_dev;
     db_ino_ = st.st_ino;
   }
   // SQLite reads a file whose header names an unknown file-format version as read-only (write
   // version) or not at all (read version, schema format: "unsupported file format", a plain
   // SQLITE_ERROR), and VACUUM cannot reset it: only damage does that.
-  {
-    uint8_t header[48] = {};
-    Fd fd(::open(path_.c_str(), O_RDONLY | O_CLOEXEC));
-    if (fd && pread_all(fd.get(), header, sizeof header, 0) &&
-        std::memcmp(header, "SQLite format 3", 16) == 0) {
-      const uint32_t schema_format = uint32_t(header[44]) << 24 | uint32_t(header[45]) << 16 |
-                                     uint32_t(header[46]) << 8 | header[47];
-      if (header[18] < 1 || header[18] > 2 || header[19] < 1 || header[19] > 2 ||
-          schema_format > 4) {
-        disconnect(false);
-        throw DamagedDatabase("file format versions " + std::to_string(header[18]) + "/" +
-                              std::to_string(header[19]) + ", schema format " +
-                              std::to_string(schema_format) + " in the header");
-      }
+  if (const uint8_t *h = header.bytes;
+      header.size >= 48 && std::memcmp(h, "SQLite format 3", 16) == 0) {
+    const uint32_t schema_format =
+        uint32_t(h[44]) << 24 | uint32_t(h[45]) << 16 | uint32_t(h[46]) << 8 | h[47];
+    if (h[18] < 1 || h[18] > 2 || h[19] < 1 || h[19] > 2 || schema_format > 4) {
+      disconnect(false);
+      throw DamagedDatabase("file format versions " + std::to_string(h[18]) + "/" +
+                            std::to_string(h[19]) + ", schema format " +
+                            std::to_string(schema_format) + " in the header");
     }
   }
   libsqlite().sqlite3_extended_result_codes(db_, 1);
   libsqlite().sqlite3_db_config(db_, SQLITE_DBCONFIG_DEFENSIVE, 1, nullptr);
   libsqlite().sqlite3_db_config(db_, SQLITE_DBCONFIG_TRUSTED_SCHEMA, 0, nullptr);
-  libsqlite().sqlite3_busy_timeout(db_, busy_timeout_ms_);
   const std::string net = network_fs_name(dir);
   wal_ = net.empty();
   wal_frames_ = 0;

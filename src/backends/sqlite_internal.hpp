@@ -2,7 +2,10 @@
 // transaction templates.
 #pragma once
 
+#include <sys/stat.h>
+
 #include <chrono>
+#include <cstdint>
 #include <set>
 #include <string>
 #include <string_view>
@@ -61,10 +64,19 @@ constexpr const char *kMemoSchema =
 std::set<std::string> schema_of(sqlite3 *db);
 std::set<std::string> modelled_schema(std::string_view script);
 
+// The database file's stat and first bytes (its SQLite header), read once when it is opened.
+struct DatabaseHeader {
+  bool read = false;  // the file was opened and stat'ed (a regular file's bytes read too)
+  struct stat st {};
+  uint8_t bytes[100] = {};
+  size_t size = 0;  // bytes read: fewer than 100 for a shorter file
+};
+DatabaseHeader read_database_header(const std::string &path);
+
 // What the existing file at path is when it cannot be a progcache database (ours, perhaps
 // damaged, which is repaired), for the refusal to touch it; empty when it may be one. Only reads:
 // db is a connection opened on it, nothing written yet (sqlite_ownership.cpp).
-std::string foreign_database(const std::string &path, sqlite3 *db);
+std::string foreign_database(const std::string &path, sqlite3 *db, const DatabaseHeader &header);
 
 struct CorruptDatabase : Error {
   explicit CorruptDatabase(const std::string &m) : Error(Status::corrupt, m) {}

@@ -65,15 +65,23 @@ uint32_t big_endian32(const uint8_t *p) {
 
 }  // namespace
 
-std::string foreign_database(const std::string &path, sqlite3 *db) {
+DatabaseHeader read_database_header(const std::string &path) {
+  DatabaseHeader h;
   Fd fd(::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
-  struct stat st;
-  if (!fd || ::fstat(fd.get(), &st) != 0) return {};  // SQLite says why it cannot open it
-  if (!S_ISREG(st.st_mode)) return "not a regular file";
-  if (st.st_size == 0) return {};  // new: SQLite writes its header with the first transaction
-  uint8_t header[100] = {};
-  const size_t got = size_t(std::min<off_t>(st.st_size, off_t(sizeof header)));
-  if (!pread_all(fd.get(), header, got, 0)) return {};
+  if (!fd || ::fstat(fd.get(), &h.st) != 0) return h;
+  const size_t want =
+      S_ISREG(h.st.st_mode) ? size_t(std::min<off_t>(h.st.st_size, off_t(sizeof h.bytes))) : 0;
+  h.read = pread_all(fd.get(), h.bytes, want, 0);
+  h.size = h.read ? want : 0;
+  return h;
+}
+
+std::string foreign_database(const std::string &path, sqlite3 *db, const DatabaseHeader &h) {
+  if (!h.read) return {};  // SQLite says why it cannot open it
+  if (!S_ISREG(h.st.st_mode)) return "not a regular file";
+  if (h.size == 0) return {};  // new: SQLite writes its header with the first transaction
+  const uint8_t *header = h.bytes;
+  const size_t got = h.size;
   // Every database progcache has opened for writing carries its application id: "PC" and the
   // schema version. One flipped bit in "PC" still names us (another application's id one bit
   // from ours is not worth refusing a damaged cache for).
@@ -81,7 +89,7 @@ std::string foreign_database(const std::string &path, sqlite3 *db) {
   if (__builtin_popcount((application_id ^ uint32_t(kApplicationIdBase)) & 0xffff0000u) <= 1)
     return {};
   const bool sqlite_header =
-      got == sizeof header && std::memcmp(header, "SQLite format 3", 16) == 0;
+      got == sizeof h.bytes && std::memcmp(header, "SQLite format 3", 16) == 0;
   std::vector<std::pair<std::string, std::string>> tables;
   const int rc = sqlite_header ? read_tables(db, &tables) : SQLITE_NOTADB;
   if (rc != SQLITE_OK && !unreadable(rc)) return {};  // not known now: the open reports it
