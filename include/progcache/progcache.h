@@ -131,7 +131,9 @@ typedef struct pcache_options {
                            $PCACHE_SECRET_FILE names a file holding one. With a secret, every
                            entry is signed (keyed BLAKE2b) and every entry read from storage
                            must carry a valid MAC: unsigned or forged entries are misses,
-                           counted as corrupt, never returned. Copied during pcache_open. */
+                           counted as corrupt, never returned. Copied during pcache_open.
+                           Under 16 bytes it can be guessed from a signed entry: it is used, and
+                           pcache_last_error() warns of it after a successful open. */
   uint64_t secret_size; /* bytes of secret; 0 with a non-NULL secret is PCACHE_ERR_INVALID_ARG
                            (an empty key would sign with a publicly known key) */
   /* later versions append fixed-width fields here, never reorder */
@@ -182,15 +184,15 @@ PCACHE_API pcache_status pcache_options_init(pcache_options *options, uint32_t s
  * Thread safety: may be called from any thread; separate handles are independent.
  * Returns PCACHE_OK; PCACHE_ERR_INVALID_ARG (out NULL, bad URI, bad options; a sqlite: path
  * naming an existing file, or a filestream: path naming an existing directory, that is not and
- * never was a progcache cache: it is left unchanged); PCACHE_ERR_IO, PCACHE_ERR_PERMISSION (cannot
- * create or open the storage; a directory or file another user owns or can write, without
- * PCACHE_OPEN_ALLOW_SHARED; a persistent cache in a setuid/setgid process without
- * PCACHE_OPEN_ALLOW_PRIVILEGED; the secret file readable by others); PCACHE_ERR_UNSUPPORTED (a
- * database written by a newer progcache; rediss://; a SQLite cache without a loadable SQLite
- * library, a redis:// cache without hiredis); PCACHE_ERR_BUSY (the database stayed locked past the
- * busy timeout); PCACHE_ERR_REMOTE (redis: the server cannot be reached, or refuses the password or
- * database; a tier of a tiered cache is not contacted at open); PCACHE_ERR_NO_MEMORY;
- * PCACHE_ERR_INTERNAL.
+ * never was a progcache cache: it is left unchanged; the secret file empty or over 1 MiB);
+ * PCACHE_ERR_IO, PCACHE_ERR_PERMISSION (cannot create or open the storage; a directory or file
+ * another user owns or can write, without PCACHE_OPEN_ALLOW_SHARED; a persistent cache in a
+ * setuid/setgid process without PCACHE_OPEN_ALLOW_PRIVILEGED; the secret file readable by others);
+ * PCACHE_ERR_UNSUPPORTED (a database written by a newer progcache; rediss://; a SQLite cache
+ * without a loadable SQLite library, a redis:// cache without hiredis); PCACHE_ERR_BUSY (the
+ * database stayed locked past the busy timeout); PCACHE_ERR_REMOTE (redis: the server cannot be
+ * reached, or refuses the password or database; a tier of a tiered cache is not contacted at open);
+ * PCACHE_ERR_NO_MEMORY; PCACHE_ERR_INTERNAL.
  */
 PCACHE_API pcache_status pcache_open(const char *uri, const pcache_options *options, pcache **out);
 

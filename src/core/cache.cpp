@@ -105,6 +105,7 @@ std::unique_ptr<Cache> Cache::open_storage(std::string_view uri_text, const Cach
                 "this is a setuid/setgid process: persistent caches are off, so that it never "
                 "loads binaries from a directory its caller controls (open with "
                 "PCACHE_OPEN_ALLOW_PRIVILEGED to override, or use memory:)");
+  if (options.secret) warn_if_guessable_secret(options.secret->size(), "the secret given");
   if (auto secret = options.secret ? options.secret : configured_secret(config.allow_shared))
     cache->mac_ = std::make_unique<MacKey>(ByteView(*secret));
   if (uri.scheme == "memory") {

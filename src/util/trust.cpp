@@ -16,6 +16,7 @@
 #include "util/paths.hpp"
 #include "util/settings.hpp"
 #include "util/test_hooks.hpp"
+#include "util/warning.hpp"
 
 namespace progcache {
 
@@ -136,14 +137,31 @@ std::optional<std::string> configured_secret(bool shared) {
       throw Error(Status::permission,
                   what + " is owned by another user (uid " + std::to_string(st.st_uid) + ")");
   }
+  // Bounded: a secret_file naming a log or a disk image by mistake is not read into memory.
+  if (uint64_t(st.st_size) > kMaxSecretFileSize)
+    throw Error(Status::invalid_arg, what + " is " + std::to_string(st.st_size) +
+                                         " bytes: a secret file holds at most 1 MiB (is it the "
+                                         "right file?)");
   std::string secret;
   char buf[4096];
-  ssize_t n;
-  while ((n = ::read(fd.get(), buf, sizeof buf)) > 0) secret.append(buf, size_t(n));
+  ssize_t n = 0;
+  while (secret.size() <= kMaxSecretFileSize && (n = ::read(fd.get(), buf, sizeof buf)) > 0)
+    secret.append(buf, size_t(n));
   if (n < 0) throw_errno("cannot read " + what);
+  if (secret.size() > kMaxSecretFileSize)  // it grew after the fstat
+    throw Error(Status::invalid_arg, what + " is more than 1 MiB: is it the right file?");
   while (!secret.empty() && (secret.back() == '\n' || secret.back() == '\r')) secret.pop_back();
   if (secret.empty()) throw Error(Status::invalid_arg, what + " is empty");
+  warn_if_guessable_secret(secret.size(), what);
   return secret;
+}
+
+void warn_if_guessable_secret(size_t size, const std::string &what) {
+  if (size >= kMinSecretSize) return;
+  set_thread_warning(what + " is " + std::to_string(size) + (size == 1 ? " byte" : " bytes") +
+                     ": a secret shorter than 16 bytes can be found by trying guesses against "
+                     "any entry it signed, and then used to sign planted ones; use 32 random "
+                     "bytes (head -c 32 /dev/urandom > FILE)");
 }
 
 }  // namespace progcache

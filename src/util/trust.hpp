@@ -32,7 +32,17 @@ bool owned_and_private(const struct stat &st);
 // (or root's) and readable by no one else (0600). A shared cache's (team mode) may be any team
 // member's and readable by the group (0640: chgrp team, so that every member can sign and
 // verify), never writable by the group nor readable by others. Throws Error(permission/io)
-// otherwise, or if the file cannot be read.
+// otherwise, or if the file cannot be read; Error(invalid_arg) if it is empty (after a trailing
+// line end) or larger than kMaxSecretFileSize. A guessable one is used and warned of
+// (warn_if_guessable_secret).
 std::optional<std::string> configured_secret(bool shared);
+
+// Below this many bytes a secret can be found by trying guesses against any entry it signed
+// (the MAC is cheap to compute): such a secret still signs and verifies, with a thread warning
+// that names `what` and says how to make a good one. Not refused: a cache that stopped working
+// on upgrade over a short secret would fail the builds it exists to speed up.
+inline constexpr size_t kMinSecretSize = 16;
+inline constexpr size_t kMaxSecretFileSize = 1 << 20;
+void warn_if_guessable_secret(size_t size, const std::string &what);
 
 }  // namespace progcache

@@ -6,6 +6,7 @@ import errno
 import os
 import tempfile
 import unittest
+import warnings
 
 import progcache
 
@@ -157,6 +158,58 @@ class MappingTest(unittest.TestCase):
         with progcache.Cache("sqlite:" + os.path.join(self.dir.name, "c.db")) as again:
             self.assertEqual(again[b"p"], b"persisted")
         self.cache = progcache.Cache("memory:")
+
+
+class WarningTest(unittest.TestCase):
+    """What the library says about a call that succeeded reaches Python as a ProgcacheWarning
+    (before, it was never shown: a damaged entry removed, a guessable secret)."""
+
+    def setUp(self):
+        self.dir = tempfile.TemporaryDirectory()
+
+    def tearDown(self):
+        self.dir.cleanup()
+
+    def test_plain_calls_warn_of_nothing(self):
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            with progcache.Cache(os.path.join(self.dir.name, "c.db")) as c:
+                c[b"k"] = b"v"
+                self.assertEqual(c[b"k"], b"v")
+                self.assertIsNone(c.get(b"absent"))
+                self.assertEqual(len(c), 1)
+
+    def test_a_removed_damaged_entry_is_a_warning_and_a_miss(self):
+        root = os.path.join(self.dir.name, "fs")
+        with progcache.Cache("filestream:" + root) as c:
+            c[b"k"] = b"a value long enough to damage"
+            entries = [os.path.join(d, f) for d, _, files in os.walk(root) for f in files
+                       if len(f) >= 32 and all(ch in "0123456789abcdef" for ch in f)]
+            self.assertEqual(len(entries), 1, entries)
+            with open(entries[0], "r+b") as f:
+                f.seek(-3, os.SEEK_END)
+                byte = f.read(1)
+                f.seek(-3, os.SEEK_END)
+                f.write(bytes([byte[0] ^ 0x20]))
+            with self.assertWarnsRegex(progcache.ProgcacheWarning, "removed a damaged cache entry"):
+                self.assertIsNone(c.get(b"k"))
+
+    def test_a_guessable_secret_is_a_warning(self):
+        secret = os.path.join(self.dir.name, "secret")
+        with open(secret, "wb") as f:
+            f.write(b"short\n")
+        os.chmod(secret, 0o600)
+        os.environ["PCACHE_SECRET_FILE"] = secret
+        try:
+            with self.assertWarnsRegex(progcache.ProgcacheWarning, "is 5 bytes: a secret shorter"):
+                c = progcache.Cache(os.path.join(self.dir.name, "c.db"))
+        finally:
+            del os.environ["PCACHE_SECRET_FILE"]
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            c[b"k"] = b"signed"  # the warning is the open's, not every call's
+            self.assertEqual(c[b"k"], b"signed")
+        c.close()
 
 
 class TieredTest(unittest.TestCase):

@@ -112,6 +112,55 @@ TEST(Trust, SecretFileFromTheEnvironment) {
   EXPECT_NE(std::strstr(pcache_last_error(), "readable by other users"), nullptr);
 }
 
+// A short secret signs and verifies (refusing it would stop a working cache on upgrade), but
+// it can be found by guessing against any signed entry: the open says so. A secret file
+// larger than 1 MiB is a wrong path, refused before it is read into memory.
+TEST(Trust, AGuessableSecretWorksAndIsWarnedOfAndAHugeSecretFileIsRefused) {
+  TempDir d;
+  const std::string uri = "sqlite:" + (d / "c.db");
+  const std::string file = d / "secret";
+  pcache_status st;
+  auto open_with_file = [&](const std::string &bytes) {
+    write_file(file, bytes);
+    ::chmod(file.c_str(), 0600);
+    ::setenv("PCACHE_SECRET_FILE", file.c_str(), 1);
+    pcache *h = open_with(uri, "", 0, &st);
+    ::unsetenv("PCACHE_SECRET_FILE");
+    return h;
+  };
+  pcache *h = open_with_file("0123456789abcde\n");  // 15 bytes once the line end is dropped
+  ASSERT_EQ(st, PCACHE_OK) << pcache_last_error();
+  EXPECT_NE(std::strstr(pcache_last_error(), "is 15 bytes: a secret shorter than 16 bytes"),
+            nullptr)
+      << pcache_last_error();
+  EXPECT_NE(std::strstr(pcache_last_error(), file.c_str()), nullptr) << pcache_last_error();
+  ASSERT_EQ(pcache_put(h, "k", 1, "v", 1), PCACHE_OK);  // it still signs
+  pcache_close(h);
+  h = open_with(uri, "0123456789abcde", 0, &st);  // the same secret as an option: verifies
+  ASSERT_EQ(st, PCACHE_OK);
+  EXPECT_NE(std::strstr(pcache_last_error(), "the secret given is 15 bytes"), nullptr)
+      << pcache_last_error();
+  EXPECT_EQ(get(h, "k", &st), "v");
+  EXPECT_EQ(st, PCACHE_OK);
+  pcache_close(h);
+  h = open_with(uri, "0123456789abcdef", 0, &st);  // 16 bytes: nothing to say
+  ASSERT_EQ(st, PCACHE_OK);
+  EXPECT_STREQ(pcache_last_error(), "");
+  pcache_close(h);
+  h = open_with_file("0123456789abcdef\n");
+  ASSERT_EQ(st, PCACHE_OK);
+  EXPECT_STREQ(pcache_last_error(), "");
+  pcache_close(h);
+  EXPECT_EQ(open_with_file(std::string((1 << 20) + 1, 's')), nullptr);
+  EXPECT_EQ(st, PCACHE_ERR_INVALID_ARG);
+  EXPECT_NE(std::strstr(pcache_last_error(), "1048577 bytes: a secret file holds at most 1 MiB"),
+            nullptr)
+      << pcache_last_error();
+  h = open_with_file(std::string(1 << 20, 's'));  // at the bound: used
+  EXPECT_EQ(st, PCACHE_OK) << pcache_last_error();
+  pcache_close(h);
+}
+
 TEST(Trust, DirectoryOthersCanWriteIsRefusedUnlessShared) {
   for (const BackendCase &b : persistent_backends()) {
     SCOPED_TRACE(b.name);

@@ -19,11 +19,12 @@ import ctypes.util
 import os
 import re
 import shlex
+import warnings
 
 __version__ = "0.5.0"  # the release; tests/python checks it equals the library's version
 
 __all__ = [
-    "Cache", "Compiled", "ProgcacheError", "InvalidArgumentError", "NoMemoryError", "CacheIOError",
+    "Cache", "Compiled", "ProgcacheError", "ProgcacheWarning", "InvalidArgumentError", "NoMemoryError", "CacheIOError",
     "CorruptError", "UnsupportedError", "BusyError", "PermissionDeniedError", "TooLargeError",
     "CompileError", "CudaUnavailableError", "CudaError", "RemoteError", "InternalError",
     "make_key", "compile_uncached", "link_uncached", "version", "KEY_SIZE",
@@ -270,8 +271,18 @@ def _last_cause():
     return _CAUSES.get(info.cause), info.os_errno
 
 
+class ProgcacheWarning(RuntimeWarning):
+    """A call succeeded and the library has something to say that the caller should see: a
+    damaged entry was removed, a shared cache has no secret, a secret is short enough to guess.
+    Python's warning filters apply (shown once per place by default; ``-W error`` raises)."""
+
+
 def _check(status):
     if status in (_OK, _NOT_FOUND):
+        warning = _lib.pcache_last_error()  # a successful call's warning, else empty
+        if warning:
+            # stacklevel 3: the caller of the Cache method that called _check.
+            warnings.warn(warning.decode("utf-8", "replace"), ProgcacheWarning, stacklevel=3)
         return status
     cause, os_errno = _last_cause()
     message = _lib.pcache_last_error().decode("utf-8", "replace")

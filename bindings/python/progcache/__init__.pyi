@@ -16,6 +16,8 @@ Headers = Union[Mapping[str, Union[str, bytes]], Sequence[Tuple[str, Union[str, 
 # (kind, data) or (kind, name, data); kind: "cubin", "ptx", "ltoir", "fatbin", "object", "library"
 LinkInput = Union[Tuple[str, Value], Tuple[str, str, Value]]
 
+class ProgcacheWarning(RuntimeWarning): ...
+
 class ProgcacheError(Exception):
     status: Optional[int]
     cause: Optional[str]
