@@ -609,7 +609,14 @@ PCACHE_API const char *pcache_compiled_log(const pcache_compiled *result);
 PCACHE_API const char *pcache_compiled_lowered_name(const pcache_compiled *result,
                                                     const char *name_expression);
 
-/** The PCACHE_KEY_SIZE-byte key of the result; valid until the result is freed. */
+/**
+ * The PCACHE_KEY_SIZE-byte key of the result: the key it is stored under, or for a compile
+ * without a cache (NULL, PCACHE_DISABLE=1) the key a cache would have stored it under. It covers
+ * what NVRTC was seen to read, so a hit has the key of the compile that stored it (the same unless
+ * NVRTC read otherwise then, e.g. before a precompiled header existed). A compile that cannot be
+ * stored (the time in its output, a failure that is not stored) has the key of its program and
+ * NVRTC build. Valid until the result is freed.
+ */
 PCACHE_API const uint8_t *pcache_compiled_key(const pcache_compiled *result);
 
 /** NVRTC version that produced the binary (major*1000 + minor*10). */

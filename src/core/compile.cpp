@@ -94,19 +94,30 @@ NvrtcOutput run_observed(const NvrtcLocation &loc, const ProgramDesc &program,
   return options.runner ? options.runner(program) : nvrtc.compile(program);
 }
 
-// Stores r (a success or a storable failure) under the key of what the compile was seen to
-// depend on; returns why it was not stored ("" when it was).
-std::string store(Cache *cache, const ProgramDesc &program, const NvrtcObservation &recording,
-                  const NvrtcOutput &out, const Key &identity, KeyContext *context,
-                  CompileResult *r) {
+// Gives r (a success or a storable failure) the key of what the compile was seen to depend on,
+// the key a cache stores it under whether or not one does; memos may be null. Returns that
+// observation, or why there is none (r keeps the key of the program and the NVRTC build).
+Interpretation key_as_observed(MemoStore *memos, const ProgramDesc &program,
+                               const NvrtcObservation &recording, const NvrtcOutput &out,
+                               KeyContext *context, CompileResult *r) {
   if (!out.ok && !storable_failure(out.nvrtc_result))
-    return "NVRTC failed with nvrtcResult " + std::to_string(out.nvrtc_result);
-  const Interpretation seen = interpret(recording, program, current_setting(program), cache,
-                                        ByteView(out.code), out.log, out.ok);
-  if (!seen.observation) return seen.not_stored;
+    return {std::nullopt, "NVRTC failed with nvrtcResult " + std::to_string(out.nvrtc_result)};
+  Interpretation seen = interpret(recording, program, current_setting(program), memos,
+                                  ByteView(out.code), out.log, out.ok);
+  if (!seen.observation) return seen;
   context->fields = observation_fields(*seen.observation);
   r->key = derive_key(program, context);
   r->meta.key_fields = key_fields(program, context);
+  return seen;
+}
+
+// Stores r under the key of what the compile was seen to depend on; returns why it was not
+// stored ("" when it was).
+std::string store(Cache *cache, const ProgramDesc &program, const NvrtcObservation &recording,
+                  const NvrtcOutput &out, const Key &identity, KeyContext *context,
+                  CompileResult *r) {
+  const Interpretation seen = key_as_observed(cache, program, recording, out, context, r);
+  if (!seen.observation) return seen.not_stored;
   r->meta.identity.assign(reinterpret_cast<const char *>(identity.data()), identity.size());
   try {
     cache->put(ByteView(r->key.data(), r->key.size()), r->code, encode_meta(r->meta));
@@ -202,6 +213,9 @@ std::shared_ptr<CompileResult> compile_and_store(Cache *cache, const ProgramDesc
     identity = identity_key(program, context);
   }
   auto r = make_result(program, out, nvrtc.version(), context);
+  // Nothing is stored: the result still carries the key a cache would have stored it under.
+  if ((!keep || !cache) && prepared.uncacheable.empty())
+    (void)key_as_observed(nullptr, program, recording, out, &context, r.get());
   auto store_fn = [&](CompileResult &result) {
     return store(cache, program, recording, out, identity, &context, &result);
   };

@@ -37,6 +37,7 @@ struct Outcome {
   bool from_cache = false;
   std::string warning;
   std::string log;  // NVRTC's log (a failed compile's reasons)
+  std::string key;  // pcache_compiled_key's bytes
 };
 
 inline Outcome compile(pcache *cache, const Source &s) {
@@ -70,6 +71,7 @@ inline Outcome compile(pcache *cache, const Source &s) {
     o.bytes.assign(static_cast<const char *>(d), n);
     o.from_cache = pcache_compiled_from_cache(r) != 0;
     o.log = pcache_compiled_log(r);
+    o.key.assign(reinterpret_cast<const char *>(pcache_compiled_key(r)), PCACHE_KEY_SIZE);
   }
   pcache_compiled_free(r);
   return o;
@@ -113,6 +115,9 @@ class Differential : public ::testing::Test {
   TempDir d;
   Handle cache{"sqlite:" + (d / "cache.db")};
   std::string work = d / "w";
+  // False where NVRTC reads other files for the same program from one compile to the next (a
+  // precompiled header made by the first): each compile's key names what it read.
+  bool keys_follow_reads_alike = true;
   void SetUp() override { ASSERT_EQ(::mkdir(work.c_str(), 0700), 0); }
 
   // Compiles through the cache and without it; both must agree. Returns the cached outcome.
@@ -121,6 +126,10 @@ class Differential : public ::testing::Test {
     const Outcome fresh = compile(nullptr, s);
     EXPECT_EQ(cached.status, fresh.status) << what << ": " << cached.warning;
     EXPECT_TRUE(cached.bytes == fresh.bytes) << what << ": the cache served other bytes";
+    // The key is part of the result: without a cache it is still the one a cache stores under.
+    if (keys_follow_reads_alike) {
+      EXPECT_TRUE(cached.key == fresh.key) << what << ": the key depends on the cache";
+    }
     if (fresh.status == PCACHE_ERR_COMPILE) {  // a refusal answers with NVRTC's words, warm or cold
       EXPECT_EQ(cached.log, fresh.log) << what;
     }
