@@ -55,7 +55,8 @@ int cmd_config(Invocation &in) {
       std::printf("removed the cap stored in %s\n", cache_info(in.cache).uri);
     else
       std::printf("stored max_size %s in %s (applies from the next put of each process)\n",
-                  human_size(bytes).c_str(), cache_info(in.cache).uri);
+                  bytes ? human_size(bytes).c_str() : "0 (no cap: the cache grows without bound)",
+                  cache_info(in.cache).uri);
   }
   for (const Row &r : settings(in.cache)) {
     const std::string line =

@@ -154,6 +154,8 @@ want='pruned to .*cap 1\.0 KiB' check "prune takes --max-size" 0 "$pc" --cache "
 "$pc" --cache "$cc" config max_size 1M >/dev/null
 want='pruned to .*cap 1\.0 MiB' check "prune without --max-size prunes to the configured cap" 0 "$pc" --cache "$cc" prune
 want='removed the cap' check "config max_size none removes it" 0 "$pc" --cache "$cc" config max_size none
+want='stored max_size 0 \(no cap: the cache grows without bound\)' check "config max_size 0 says it stores no cap (it said '0 B')" 0 "$pc" --cache "$cc" config max_size 0
+"$pc" --cache "$cc" config max_size none >/dev/null
 want='no cap is configured' check "prune without any cap is a usage error" 2 "$pc" --cache "$cc" prune
 want='--max-size 0 would keep nothing: progcache clear' check "prune --max-size 0 says what it would do and what does it" 2 "$pc" --cache "$cc" prune --max-size 0
 want='only max_size is stored' check "other settings are not stored in the cache" 2 "$pc" --cache "$cc" config secret_file /x
