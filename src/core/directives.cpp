@@ -163,8 +163,9 @@ struct Scan {
   void macro_call(const std::string &name) {
     if (calls.insert(name).second) out.macro_calls.push_back(name);
   }
+  // Never an empty name: scan_define looks for each wrapper in the lines that follow.
   void wrapper(const std::string &name) {
-    if (wrappers.insert(name).second) out.wrappers.push_back(name);
+    if (!name.empty() && wrappers.insert(name).second) out.wrappers.push_back(name);
   }
   std::set<std::string> calls;
   std::set<std::string> probed;  // __has_include names already listed
@@ -221,6 +222,7 @@ void scan_define(std::string_view line, size_t p, const std::vector<bool> &liter
   size_t q = p;
   while (q < line.size() && ident_char(line[q])) ++q;
   const std::string name(line.substr(p, q - p));
+  if (name.empty()) return;  // "#define (x) ...": no macro, an error NVRTC reports
   const bool function_like = q < line.size() && line[q] == '(';
   for (const std::string &w : std::set<std::string>(scan->wrappers)) {
     for (size_t at = q; (at = line.find(w, at)) != std::string_view::npos; at += w.size()) {

@@ -7,6 +7,7 @@
 
 #include "core/directives.hpp"
 #include "core/source_facts.hpp"
+#include "proc_util.hpp"
 
 using progcache::DirectiveKind;
 using progcache::find_directives;
@@ -59,6 +60,18 @@ TEST(Directives, HeaderNamesTheScanCannotKnowAreComputed) {
   // A call in one file of a wrapper defined in another is found across them (core/include_scan).
   const auto caller = find_directives("#if HAS2(OPT)\n#endif\n");
   EXPECT_EQ(caller.macro_calls, std::vector<std::string>{"HAS2"});
+}
+
+// Found by fuzz_include_scan: "#define (x) __has_include(...)" made the empty name a wrapper,
+// and the next #define looked for "" in its line for ever (any header could hang every key).
+TEST(Directives, ADefineWithoutANameEndsTheScan) {
+  const pid_t child = testutil::spawn([] {
+    const auto d = find_directives(
+        "#define (x) __has_include(<a.h>)\n#define\n#define B(x) __has_include(x)\n");
+    return d.wrappers == std::vector<std::string>{"B"} ? 0 : 1;
+  });
+  EXPECT_EQ(testutil::wait_for_or_kill(child, std::chrono::seconds(20)), 0)
+      << "-1: the scan did not end";
 }
 
 TEST(SourceFacts, TheTimeMacrosAreFoundWhereverThePreprocessorWouldSeeThem) {
