@@ -1,7 +1,11 @@
 #include "core/directives.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <set>
+#include <utility>
+
+#include "core/raw_string.hpp"
 
 namespace progcache {
 namespace {
@@ -90,8 +94,8 @@ std::string clean_source(std::string_view text, std::vector<bool> *literal) {
       while (p > 0 && ident_char(out[p - 1])) --p;
       const std::string prefix = out.substr(p);
       if (prefix.empty() || prefix == "u8" || prefix == "u" || prefix == "U" || prefix == "L") {
-        const size_t open = s.find('(', i + 2);
-        if (open != std::string::npos && open - (i + 2) <= 16) {
+        const size_t open = raw_string_open(s, i + 1);
+        if (open != std::string::npos) {
           const std::string close = ")" + s.substr(i + 2, open - (i + 2)) + "\"";
           const size_t end = s.find(close, open + 1);
           const size_t stop = end == std::string::npos ? s.size() : end + close.size();
@@ -125,11 +129,15 @@ void skip_space(std::string_view line, size_t *p) {
     ++*p;
 }
 
+// Longer names open no file (ENAMETOOLONG), so the closing character is looked for no further:
+// a search to the end of the line made a line of many '<' or "f(<" quadratic.
+constexpr size_t kMaxHeaderName = 4096;
+
 // "name" or <name> at *p; false if the operand is anything else.
 bool header_name(std::string_view line, size_t *p, bool *angle, std::string *name) {
   if (*p >= line.size() || (line[*p] != '"' && line[*p] != '<')) return false;
   const char close = line[*p] == '"' ? '"' : '>';
-  const size_t end = line.find(close, *p + 1);
+  const size_t end = line.substr(0, *p + 2 + kMaxHeaderName).find(close, *p + 1);
   if (end == std::string_view::npos) return false;
   *angle = close == '>';
   *name = std::string(line.substr(*p + 1, end - *p - 1));
@@ -151,7 +159,7 @@ bool path_like(std::string_view s) {
 // __has_include (defined here), so that a wrapper called with a macro operand is noticed.
 struct Scan {
   Directives out;
-  std::set<std::string> wrappers{"__has_include", "__has_include_next"};
+  std::set<std::string, std::less<>> wrappers{"__has_include", "__has_include_next"};
 
   void computed(std::string_view line) {
     if (out.computed.empty()) out.computed = std::string(line);
@@ -216,7 +224,9 @@ void scan_condition(std::string_view line, const std::vector<bool> &literal, siz
 }
 
 // #define NAME(params) body: a body that calls __has_include (or a wrapper defined earlier)
-// makes NAME a wrapper; literal operands in the body are probes.
+// makes NAME a wrapper; literal operands in the body are probes. Each identifier of the body is
+// looked up once (searching the line for every wrapper made a header of many wrappers
+// quadratic), and a wrapper this line makes counts from the next line on.
 void scan_define(std::string_view line, size_t p, const std::vector<bool> &literal,
                  size_t line_start, Scan *scan) {
   size_t q = p;
@@ -224,24 +234,32 @@ void scan_define(std::string_view line, size_t p, const std::vector<bool> &liter
   const std::string name(line.substr(p, q - p));
   if (name.empty()) return;  // "#define (x) ...": no macro, an error NVRTC reports
   const bool function_like = q < line.size() && line[q] == '(';
-  for (const std::string &w : std::set<std::string>(scan->wrappers)) {
-    for (size_t at = q; (at = line.find(w, at)) != std::string_view::npos; at += w.size()) {
-      if (literal[line_start + at] || (at > 0 && ident_char(line[at - 1])) ||
-          (at + w.size() < line.size() && ident_char(line[at + w.size()])))
-        continue;
-      if (function_like) scan->wrapper(name);
-      size_t r = at + w.size();
-      skip_space(line, &r);
-      if (r >= line.size() || line[r] != '(') continue;
-      ++r;
-      skip_space(line, &r);
-      bool angle = false;
-      std::string header;
-      if (header_name(line, &r, &angle, &header))
-        scan->has_include(DirectiveKind::has_include, angle, std::move(header));
-      else if (!function_like)
-        scan->computed(line);  // an object-like macro over a computed operand
+  std::vector<std::pair<std::string_view, size_t>> uses;  // (wrapper, where)
+  for (size_t at = q; at < line.size();) {
+    if (literal[line_start + at] || !ident_char(line[at])) {
+      ++at;
+      continue;
     }
+    size_t end = at;
+    while (end < line.size() && ident_char(line[end])) ++end;
+    const std::string_view word = line.substr(at, end - at);
+    if (!ident_char(line[at - 1]) && scan->wrappers.count(word)) uses.emplace_back(word, at);
+    at = end;
+  }
+  std::sort(uses.begin(), uses.end());  // by wrapper, then place: the order probes are listed in
+  for (const auto &[wrapper, at] : uses) {
+    if (function_like) scan->wrapper(name);
+    size_t r = at + wrapper.size();
+    skip_space(line, &r);
+    if (r >= line.size() || line[r] != '(') continue;
+    ++r;
+    skip_space(line, &r);
+    bool angle = false;
+    std::string header;
+    if (header_name(line, &r, &angle, &header))
+      scan->has_include(DirectiveKind::has_include, angle, std::move(header));
+    else if (!function_like)
+      scan->computed(line);  // an object-like macro over a computed operand
   }
 }
 

@@ -5,6 +5,8 @@
 #include <string>
 #include <unordered_set>
 
+#include "core/raw_string.hpp"
+
 namespace progcache {
 namespace {
 
@@ -80,8 +82,8 @@ size_t skip_literal(const std::string &s, size_t i) {
 // it is not one.
 size_t skip_raw_string(const std::string &s, size_t i) {
   if (i + 1 >= s.size() || s[i + 1] != '"') return i;
-  const size_t open = s.find('(', i + 2);
-  if (open == std::string::npos || open - (i + 2) > 16) return i;
+  const size_t open = raw_string_open(s, i + 1);
+  if (open == std::string::npos) return i;
   const std::string close = ")" + s.substr(i + 2, open - (i + 2)) + "\"";
   const size_t end = s.find(close, open + 1);
   return end == std::string::npos ? s.size() : end + close.size();

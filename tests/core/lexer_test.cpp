@@ -74,6 +74,40 @@ TEST(Directives, ADefineWithoutANameEndsTheScan) {
       << "-1: the scan did not end";
 }
 
+// Headers anyone may write feed these lexers on every key: each must stay linear in the text.
+// Each 4-8 MiB text below took minutes to hours (a search to the end of the line or text for
+// every '<', "f(<", R" or wrapper of __has_include); now well under a second. The 60 s limit is
+// a liveness check with that margin, not a speed test.
+TEST(Directives, TextsThatWereQuadraticAreScannedInLinearTime) {
+  const size_t n = size_t(4) << 20;
+  std::string wrappers;
+  for (int i = 0; wrappers.size() < n; ++i)
+    wrappers += "#define W" + std::to_string(i) + "(x) __has_include(x)\n";
+  std::string raw;
+  while (raw.size() < 2 * n) raw += "R\"x\"\n";
+  const std::vector<std::pair<const char *, std::string>> texts = {
+      {"a condition of '<'", "#if " + std::string(n, '<') + "\n#endif\n"},
+      {"a condition of calls on '<'", "#if " +
+                                          [&] {
+                                            std::string calls;
+                                            while (calls.size() < n) calls += "f(<";
+                                            return calls;
+                                          }() +
+                                          ">\n#endif\n"},
+      {"many wrappers of __has_include", wrappers},
+      {"R\" without '('", raw},
+  };
+  for (const auto &[what, text] : texts) {
+    const pid_t child = testutil::spawn([&text] {
+      (void)find_directives(text);
+      (void)lexical_facts(text);
+      return 0;
+    });
+    EXPECT_EQ(testutil::wait_for_or_kill(child, std::chrono::seconds(60)), 0)
+        << what << " (-1: not done in 60 s)";
+  }
+}
+
 TEST(SourceFacts, TheTimeMacrosAreFoundWhereverThePreprocessorWouldSeeThem) {
   EXPECT_TRUE(lexical_facts("x = __TIME__;").time_macro);
   EXPECT_TRUE(lexical_facts("x = __DATE__[0];").time_macro);
