@@ -318,11 +318,21 @@ std::vector<LoadedImage> loaded_images() {
 
 std::string predict_dlopen_path(std::string_view soname, const ElfFacts &caller,
                                 const std::string &caller_dir) {
+  // One pass: replacing in place and searching again from the start never ended for a caller
+  // whose directory holds "$ORIGIN" itself.
   auto expand = [&](const std::string &dir) {
-    std::string d = dir;
-    for (const char *origin : {"${ORIGIN}", "$ORIGIN"})
-      for (size_t at; (at = d.find(origin)) != std::string::npos;)
-        d.replace(at, std::strlen(origin), caller_dir);
+    std::string d;
+    for (size_t at = 0; at < dir.size();) {
+      const size_t token = dir.compare(at, 9, "${ORIGIN}") == 0 ? 9
+                           : dir.compare(at, 7, "$ORIGIN") == 0 ? 7
+                                                                : 0;
+      if (token) {
+        d += caller_dir;
+        at += token;
+      } else {
+        d += dir[at++];
+      }
+    }
     return d;
   };
   auto in_dirs = [&](const std::vector<std::string> &dirs) -> std::string {

@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "cuda/elf_file.hpp"
+#include "proc_util.hpp"
 #include "scratch.hpp"
 
 namespace {
@@ -53,4 +54,29 @@ TEST(ElfFactsMemo, ALibraryReplacedAtItsPathIsReadAgain) {
   const auto again = progcache::elf_facts_of_file(lib);
   ASSERT_TRUE(again);
   EXPECT_EQ(again->build_id, id_a);
+}
+
+// A library in a directory whose name holds "$ORIGIN" (odd, but a valid name): its DT_RUNPATH's
+// $ORIGIN expands to that directory once. The expansion replaced in place and searched again from
+// the start, so it never ended.
+TEST(ElfFactsMemo, OriginExpandsOnceWhereTheDirectoryNameHoldsItself) {
+  testutil::TempDir dir;
+  const std::string caller_dir = dir.path() + "/$ORIGIN";
+  std::filesystem::create_directories(caller_dir + "/lib");
+  const std::string want = caller_dir + "/lib/libnvrtc-builtins.so.13.0";
+  std::FILE *f = std::fopen(want.c_str(), "w");
+  ASSERT_NE(f, nullptr);
+  std::fclose(f);
+  const pid_t child = testutil::spawn([&] {
+    int wrong = 0;
+    for (const char *origin : {"${ORIGIN}/lib", "$ORIGIN/lib"}) {
+      progcache::ElfFacts caller;
+      caller.runpath = {"/nonexistent", origin};
+      wrong +=
+          progcache::predict_dlopen_path("libnvrtc-builtins.so.13.0", caller, caller_dir) != want;
+    }
+    return wrong;
+  });
+  EXPECT_EQ(testutil::wait_for_or_kill(child, std::chrono::seconds(20)), 0)
+      << "1, 2: other paths; -1: the expansion did not end";
 }
