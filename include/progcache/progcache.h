@@ -487,7 +487,8 @@ typedef struct pcache_program {
   const char *
       name; /* program name (NVRTC resolves quoted includes against it); NULL = "default_program" */
   const char *source;         /* the code; required */
-  size_t source_size;         /* bytes of source; 0 = NUL-terminated */
+  size_t source_size;         /* bytes of source; 0 = NUL-terminated. CUDA C++ may end in NULs
+                                 but hold none before (NVRTC would stop there) */
   const char *const *options; /* NVRTC options, in order */
   size_t num_options;
   const char *const *header_names;   /* in-memory headers (names), num_headers entries */
@@ -582,11 +583,11 @@ typedef struct pcache_compiled pcache_compiled;
  * Ownership: *out belongs to the caller; release it with pcache_compiled_free().
  * Thread safety: safe to call concurrently, on one cache or several.
  * Returns PCACHE_OK; PCACHE_ERR_COMPILE; PCACHE_ERR_INVALID_ARG (an option missing its value,
- * NULL out, a closed handle); PCACHE_ERR_UNSUPPORTED (a newer struct's field this library does
- * not know; no loadable libcrypto); PCACHE_ERR_CUDA_UNAVAILABLE (no loadable NVRTC; the message
- * lists the paths tried); PCACHE_ERR_NO_MEMORY; PCACHE_ERR_IO/BUSY from the
- * cache on a lookup (a failed store after a compile is only a warning in pcache_last_error());
- * PCACHE_ERR_INTERNAL.
+ * NULL out, a closed handle, a CUDA C++ source with a NUL before its end); PCACHE_ERR_UNSUPPORTED
+ * (a newer struct's field this library does not know; no loadable libcrypto);
+ * PCACHE_ERR_CUDA_UNAVAILABLE (no loadable NVRTC; the message lists the paths tried);
+ * PCACHE_ERR_NO_MEMORY; PCACHE_ERR_IO/BUSY from the cache on a lookup (a failed store after a
+ * compile is only a warning in pcache_last_error()); PCACHE_ERR_INTERNAL.
  */
 PCACHE_API pcache_status pcache_compile(pcache *cache, const pcache_program *program,
                                         pcache_compiled **out);

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -301,9 +302,27 @@ PreparedCompile prepare_compile(Cache *cache, const ProgramDesc &program, bool f
   return prepared;
 }
 
+namespace {
+
+// NVRTC takes the source as a C string: from a NUL on it would compile nothing, without a word.
+// Trailing NULs (a size that counted the terminator) are the end of the string, not a cut.
+void check_source_is_a_c_string(const ProgramDesc &program) {
+  if (program.code_type != CodeType::cxx) return;  // NVVM IR may be bitcode; PTX and links: sizes
+  const auto *begin = program.source.data, *end = begin + program.source.size;
+  const auto *nul = static_cast<const uint8_t *>(std::memchr(begin, 0, program.source.size));
+  if (!nul || std::all_of(nul, end, [](uint8_t b) { return b == 0; })) return;
+  throw Error(Status::invalid_arg,
+              "the source holds a NUL at byte " + std::to_string(nul - begin) + " of " +
+                  std::to_string(program.source.size) +
+                  ": NVRTC reads it as a C string and would compile only the bytes before it");
+}
+
+}  // namespace
+
 std::shared_ptr<CompileResult> compile_through_cache(Cache *cache, ProgramDesc program,
                                                      const CompileOptions &options) {
   const auto t0 = std::chrono::steady_clock::now();
+  check_source_is_a_c_string(program);
   const char *disable = trusted_env("PCACHE_DISABLE");
   const bool bypass = options.bypass || (disable && *disable && std::string(disable) != "0");
   if (bypass) cache = nullptr;

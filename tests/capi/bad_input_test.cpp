@@ -256,3 +256,43 @@ TEST(BadInput, AnEmptySecretIsRefused) {
   EXPECT_EQ(pcache_open("memory:", &o, &h), PCACHE_ERR_INVALID_ARG);
   EXPECT_EQ(h, nullptr);
 }
+
+// NVRTC reads the source as a C string: a NUL inside it (a source_size over a buffer with a
+// NUL) compiled the bytes before it and nothing else, without a word. Refused now, with or
+// without a cache; NULs that only end the source (a size that counted the terminator) compile
+// as the source without them.
+TEST(BadInput, ASourceWithANulInsideIsRefusedAndTrailingNulsAreItsEnd) {
+  const std::string body = "__global__ void k(int *x) { *x = 1; }\n";
+  const char *options[] = {"-arch=sm_90"};
+  Handle cache("memory:");
+  auto compile = [&](pcache *c, const std::string &source, std::string *bytes) {
+    pcache_program p;
+    pcache_program_init(&p, sizeof p);
+    p.name = "k.cu";
+    p.source = source.data();
+    p.source_size = source.size();
+    p.options = options;
+    p.num_options = 1;
+    pcache_compiled *r = nullptr;
+    const pcache_status st = pcache_compile(c, &p, &r);
+    if (r && bytes) {
+      size_t n = 0;
+      const void *d = pcache_compiled_data(r, &n);
+      bytes->assign(static_cast<const char *>(d), n);
+    }
+    pcache_compiled_free(r);
+    return st;
+  };
+  for (pcache *c : {cache.get(), static_cast<pcache *>(nullptr)}) {
+    EXPECT_EQ(compile(c, body + std::string(1, '\0') + "not C++ {{{", nullptr),
+              PCACHE_ERR_INVALID_ARG);
+    EXPECT_NE(std::strstr(pcache_last_error(), "the source holds a NUL at byte 38 of 50"), nullptr)
+        << pcache_last_error();
+    std::string plain, terminated;
+    ASSERT_EQ(compile(c, body, &plain), PCACHE_OK) << pcache_last_error();
+    ASSERT_EQ(compile(c, body + std::string(2, '\0'), &terminated), PCACHE_OK)
+        << pcache_last_error();
+    EXPECT_FALSE(plain.empty());
+    EXPECT_TRUE(plain == terminated);
+  }
+}

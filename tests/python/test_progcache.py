@@ -313,6 +313,9 @@ class ArgumentsTest(unittest.TestCase):
                         dict(headers={"h.h": "int x;\0int y;"})):
                 with self.assertRaises(ValueError, msg=repr(bad)):
                     cache.compile(KERNEL, **dict(dict(options=["-arch=sm_90"]), **bad))
+            # The source too (the library refuses it: NVRTC would compile the bytes before it).
+            with self.assertRaisesRegex(progcache.InvalidArgumentError, "holds a NUL"):
+                cache.compile(KERNEL + "\0int junk;", options=["-arch=sm_90"])
             self.assertEqual(len(cache), 0, "nothing was compiled or stored")
             with self.assertRaises(TypeError):
                 progcache.link_uncached([("ptx", 5)])
