@@ -502,7 +502,8 @@ typedef struct pcache_program {
   size_t extra_digest_size;
   /* version 0.5 (120 bytes): */
   const size_t *header_sizes; /* bytes of each header_sources entry, for NVVM modules given as
-                                 bitcode (which holds NULs); NULL = each is NUL-terminated */
+                                 bitcode (which holds NULs); NULL = each is NUL-terminated.
+                                 CUDA C++ headers, like the source, may hold none but trailing */
   /* later versions append fields here, never reorder */
 } pcache_program;
 
@@ -583,9 +584,9 @@ typedef struct pcache_compiled pcache_compiled;
  * Ownership: *out belongs to the caller; release it with pcache_compiled_free().
  * Thread safety: safe to call concurrently, on one cache or several.
  * Returns PCACHE_OK; PCACHE_ERR_COMPILE; PCACHE_ERR_INVALID_ARG (an option missing its value,
- * NULL out, a closed handle, a CUDA C++ source with a NUL before its end); PCACHE_ERR_UNSUPPORTED
- * (a newer struct's field this library does not know; no loadable libcrypto);
- * PCACHE_ERR_CUDA_UNAVAILABLE (no loadable NVRTC; the message lists the paths tried);
+ * NULL out, a closed handle, a CUDA C++ source or in-memory header with a NUL before its end);
+ * PCACHE_ERR_UNSUPPORTED (a newer struct's field this library does not know; no loadable
+ * libcrypto); PCACHE_ERR_CUDA_UNAVAILABLE (no loadable NVRTC; the message lists the paths tried);
  * PCACHE_ERR_NO_MEMORY; PCACHE_ERR_IO/BUSY from the cache on a lookup (a failed store after a
  * compile is only a warning in pcache_last_error()); PCACHE_ERR_INTERNAL.
  */

@@ -304,17 +304,27 @@ PreparedCompile prepare_compile(Cache *cache, const ProgramDesc &program, bool f
 
 namespace {
 
-// NVRTC takes the source as a C string: from a NUL on it would compile nothing, without a word.
-// Trailing NULs (a size that counted the terminator) are the end of the string, not a cut.
-void check_source_is_a_c_string(const ProgramDesc &program) {
+// Where a NUL that is not one of the trailing ones stands in text, or npos.
+size_t nul_inside(std::string_view text) {
+  const size_t nul = text.find('\0');
+  if (nul == std::string_view::npos) return nul;
+  return text.find_first_not_of('\0', nul) == std::string_view::npos ? std::string_view::npos : nul;
+}
+
+// NVRTC takes the source and in-memory headers as C strings: from a NUL on it would compile
+// nothing, without a word. Trailing NULs (a size that counted the terminator) end the string.
+void check_c_strings(const ProgramDesc &program) {
   if (program.code_type != CodeType::cxx) return;  // NVVM IR may be bitcode; PTX and links: sizes
-  const auto *begin = program.source.data, *end = begin + program.source.size;
-  const auto *nul = static_cast<const uint8_t *>(std::memchr(begin, 0, program.source.size));
-  if (!nul || std::all_of(nul, end, [](uint8_t b) { return b == 0; })) return;
-  throw Error(Status::invalid_arg,
-              "the source holds a NUL at byte " + std::to_string(nul - begin) + " of " +
-                  std::to_string(program.source.size) +
-                  ": NVRTC reads it as a C string and would compile only the bytes before it");
+  auto check = [](std::string_view text, const std::string &what) {
+    if (const size_t at = nul_inside(text); at != std::string_view::npos)
+      throw Error(Status::invalid_arg,
+                  what + " holds a NUL at byte " + std::to_string(at) + " of " +
+                      std::to_string(text.size()) +
+                      ": NVRTC reads it as a C string and would compile only the bytes before it");
+  };
+  check(program.source.str(), "the source");
+  for (const auto &[name, text] : program.headers)
+    check(text, "in-memory header '" + std::string(name) + "'");
 }
 
 }  // namespace
@@ -322,7 +332,7 @@ void check_source_is_a_c_string(const ProgramDesc &program) {
 std::shared_ptr<CompileResult> compile_through_cache(Cache *cache, ProgramDesc program,
                                                      const CompileOptions &options) {
   const auto t0 = std::chrono::steady_clock::now();
-  check_source_is_a_c_string(program);
+  check_c_strings(program);
   const char *disable = trusted_env("PCACHE_DISABLE");
   const bool bypass = options.bypass || (disable && *disable && std::string(disable) != "0");
   if (bypass) cache = nullptr;

@@ -295,4 +295,24 @@ TEST(BadInput, ASourceWithANulInsideIsRefusedAndTrailingNulsAreItsEnd) {
     EXPECT_FALSE(plain.empty());
     EXPECT_TRUE(plain == terminated);
   }
+  // An in-memory header given with its size, likewise.
+  const std::string header = std::string("#define V 1\n") + '\0' + "#error cut";
+  const char *names[] = {"h.h"}, *sources[] = {header.c_str()};
+  const size_t sizes[] = {header.size()};
+  const std::string source = "#include \"h.h\"\n__global__ void k(int *x) { *x = V; }\n";
+  pcache_program p;
+  pcache_program_init(&p, sizeof p);
+  p.source = source.c_str();
+  p.options = options;
+  p.num_options = 1;
+  p.header_names = names;
+  p.header_sources = sources;
+  p.header_sizes = sizes;
+  p.num_headers = 1;
+  pcache_compiled *r = nullptr;
+  EXPECT_EQ(pcache_compile(cache, &p, &r), PCACHE_ERR_INVALID_ARG);
+  EXPECT_NE(std::strstr(pcache_last_error(), "in-memory header 'h.h' holds a NUL at byte 12 of 23"),
+            nullptr)
+      << pcache_last_error();
+  pcache_compiled_free(r);
 }
