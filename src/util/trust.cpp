@@ -96,10 +96,20 @@ void check_private_dir(const std::string &path, int fd, bool allow_shared) {
 }
 
 void check_owned_file(const std::string &path, bool allow_shared) {
-  if (allow_shared) return;
   struct stat st;
   if (::lstat(path.c_str(), &st) != 0) return;  // not there yet: it will be ours
   if (S_ISDIR(st.st_mode)) return;              // opening it will say what it is
+  // No one's cache, shared or not: a FIFO would be read (or waited on) and a device written.
+  const char *kind = S_ISFIFO(st.st_mode)   ? "a FIFO"
+                     : S_ISCHR(st.st_mode)  ? "a character device"
+                     : S_ISBLK(st.st_mode)  ? "a block device"
+                     : S_ISSOCK(st.st_mode) ? "a socket"
+                                            : nullptr;
+  if (kind)
+    throw Error(Status::invalid_arg, "cache file '" + path + "' is " + kind +
+                                         ", not a file: it was left as it is; point the cache "
+                                         "at another path");
+  if (allow_shared) return;
   if (!S_ISREG(st.st_mode) || !owned_and_private(st))
     throw Error(Status::permission, "cache file '" + path +
                                         "' is not a regular file owned by this user and "

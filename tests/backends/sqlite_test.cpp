@@ -149,6 +149,34 @@ TEST(Sqlite, AFileThatWasNeverACacheIsRefusedAndLeftAsItIs) {
   }
 }
 
+// A FIFO (or a device, a socket) where the database or a companion file goes is no one's
+// cache, shared or not: refused as a wrong path and left as it is. It was refused as a file
+// another user might have planted, with advice to open the cache as shared, and then, shared,
+// SQLite read the FIFO ("disk I/O error").
+TEST(Sqlite, AFifoWhereTheDatabaseGoesIsAWrongPathSharedOrNot) {
+  TempDir d;
+  for (const char *suffix : {"", "-wal", "-counters"}) {
+    SCOPED_TRACE(suffix);
+    const std::string db = d / (std::string("f") + (*suffix ? suffix + 1 : "") + ".db");
+    const std::string fifo = db + suffix;
+    ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+    for (uint32_t flags : {0u, uint32_t(PCACHE_OPEN_ALLOW_SHARED)}) {
+      pcache_options o;
+      pcache_options_init(&o, sizeof o);
+      o.flags = flags;
+      pcache *h = nullptr;
+      EXPECT_EQ(pcache_open(("sqlite:" + db).c_str(), &o, &h), PCACHE_ERR_INVALID_ARG);
+      EXPECT_NE(std::string(pcache_last_error()).find("' is a FIFO, not a file"), std::string::npos)
+          << pcache_last_error();
+      EXPECT_EQ(std::string(pcache_last_error()).find("ALLOW_SHARED"), std::string::npos);
+      pcache_close(h);
+      struct stat st;
+      ASSERT_EQ(::lstat(fifo.c_str(), &st), 0);
+      EXPECT_TRUE(S_ISFIFO(st.st_mode));
+    }
+  }
+}
+
 // What is or may be ours opens: a blank SQLite database, a layout of ours from before
 // application ids (entries without the CHECKs), and a cache whose application id has a flipped
 // bit (the id is written again).
