@@ -194,6 +194,7 @@ class SqliteBackend final : public Backend, public SharedCounters {
 
   BackendConfig config_;  // max_size_bytes may change while opening (set_max_size_bytes)
   std::string path_;
+  std::string sqlite_path_;  // path_ through its resolved directory, as SQLite is given it
   int busy_timeout_ms_ = 5000;
   int64_t touch_interval_ms_ = 0;  // a hit touches an entry last used at least this long ago
   // Counters of closes that had nothing else to write (local WAL databases only).

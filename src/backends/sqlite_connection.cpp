@@ -5,6 +5,7 @@
 
 #include <cctype>
 #include <cerrno>
+#include <climits>
 #include <cstdio>
 #include <cstring>
 #include <ctime>
@@ -17,6 +18,7 @@
 #include "backends/sqlite_internal.hpp"
 #include "util/error.hpp"
 #include "util/fsutil.hpp"
+#include "util/paths.hpp"
 #include "util/test_hooks.hpp"
 #include "util/trust.hpp"
 
@@ -66,6 +68,16 @@ ErrorDetail detail_of_sqlite(int extended, int sys) {
       break;
   }
   return d;
+}
+
+// The path SQLite is given: the database's directory resolved, its own name kept. Told not to
+// follow links (the file itself must not be one), SQLite refuses a link anywhere in the path,
+// and a home or ~/.cache that is a link to another disk is common: every open failed there
+// ("unable to open database file"). The directory was judged resolved (check_private_dir).
+std::string path_through_resolved_dir(const std::string &path) {
+  char real[PATH_MAX];
+  if (!::realpath(parent_dir(path).c_str(), real)) return path;  // the open will say why
+  return join_path(real, base_name(path));
 }
 
 }  // namespace
@@ -159,9 +171,10 @@ void SqliteBackend::open_connection() {
     if (fd) set_created_mode(fd.get(), config_.modes.file);
     created = bool(fd);
   }
+  sqlite_path_ = path_through_resolved_dir(path_);
   int rc = libsqlite().sqlite3_open_v2(
-      path_.c_str(), &db_, SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOFOLLOW | SQLITE_OPEN_NOMUTEX,
-      nullptr);
+      sqlite_path_.c_str(), &db_,
+      SQLITE_OPEN_READWRITE | SQLITE_OPEN_NOFOLLOW | SQLITE_OPEN_NOMUTEX, nullptr);
   if (rc == SQLITE_OK && libsqlite().sqlite3_db_readonly(db_, "main") == 1 &&
       libsqlite().sqlite3_exec(db_, "SELECT 1 FROM sqlite_master LIMIT 1", nullptr, nullptr,
                                nullptr) != SQLITE_OK) {
@@ -170,7 +183,7 @@ void SqliteBackend::open_connection() {
     libsqlite().sqlite3_close(db_);
     db_ = nullptr;
     rc = libsqlite().sqlite3_open_v2(
-        ("file:" + uri_escape(path_) + "?immutable=1").c_str(), &db_,
+        ("file:" + uri_escape(sqlite_path_) + "?immutable=1").c_str(), &db_,
         SQLITE_OPEN_READONLY | SQLITE_OPEN_URI | SQLITE_OPEN_NOFOLLOW | SQLITE_OPEN_NOMUTEX,
         nullptr);
   }
@@ -408,8 +421,8 @@ SqliteBackend::Reader *SqliteBackend::open_reader(uint64_t generation, dev_t dev
   auto *r = new Reader;
   r->generation = generation;
   const int rc = libsqlite().sqlite3_open_v2(
-      path_.c_str(), &r->db, SQLITE_OPEN_READONLY | SQLITE_OPEN_NOFOLLOW | SQLITE_OPEN_NOMUTEX,
-      nullptr);
+      sqlite_path_.c_str(), &r->db,
+      SQLITE_OPEN_READONLY | SQLITE_OPEN_NOFOLLOW | SQLITE_OPEN_NOMUTEX, nullptr);
   struct stat st;
   bool ok =
       rc == SQLITE_OK && ::stat(path_.c_str(), &st) == 0 && st.st_dev == dev && st.st_ino == ino;

@@ -177,6 +177,29 @@ TEST(Sqlite, AFifoWhereTheDatabaseGoesIsAWrongPathSharedOrNot) {
   }
 }
 
+// A cache whose path goes through a linked directory (a home, or ~/.cache, linked to another
+// disk): SQLite, told not to follow links, refused the whole path, so every open failed with
+// "unable to open database file". The database itself as a link is still refused.
+TEST(Sqlite, ACacheThroughALinkedDirectoryOpens) {
+  TempDir d;
+  ASSERT_EQ(::mkdir((d / "disk").c_str(), 0700), 0);
+  ASSERT_EQ(::symlink((d / "disk").c_str(), (d / "cache").c_str()), 0);
+  {
+    Handle linked("sqlite:" + (d / "cache") + "/sub/c.db");
+    ASSERT_EQ(pcache_put(linked, "k", 1, "through", 7), PCACHE_OK) << pcache_last_error();
+  }
+  Handle real("sqlite:" + (d / "disk") + "/sub/c.db");
+  void *data = nullptr;
+  size_t size = 0;
+  ASSERT_EQ(pcache_get(real, "k", 1, &data, &size), PCACHE_OK) << pcache_last_error();
+  EXPECT_EQ(std::string(static_cast<char *>(data), size), "through");
+  pcache_free(data);
+  ASSERT_EQ(::symlink((d / "disk/sub/c.db").c_str(), (d / "link.db").c_str()), 0);
+  pcache *h = nullptr;
+  EXPECT_NE(pcache_open(("sqlite:" + (d / "link.db")).c_str(), nullptr, &h), PCACHE_OK);
+  pcache_close(h);
+}
+
 // What is or may be ours opens: a blank SQLite database, a layout of ours from before
 // application ids (entries without the CHECKs), and a cache whose application id has a flipped
 // bit (the id is written again).
