@@ -184,8 +184,8 @@ PCACHE_API pcache_status pcache_options_init(pcache_options *options, uint32_t s
  * Thread safety: may be called from any thread; separate handles are independent.
  * Returns PCACHE_OK; PCACHE_ERR_INVALID_ARG (out NULL, bad URI, bad options; a sqlite: path
  * naming an existing file, or a filestream: path naming an existing directory, that is not and
- * never was a progcache cache: it is left unchanged; a FIFO, device or socket where a cache
- * file goes; the secret file empty or over 1 MiB);
+ * never was a progcache cache: it is left unchanged; a FIFO, device, socket or symbolic link
+ * where a cache file goes; the secret file empty or over 1 MiB);
  * PCACHE_ERR_IO, PCACHE_ERR_PERMISSION (cannot create or open the storage; a directory or file
  * another user owns or can write, without PCACHE_OPEN_ALLOW_SHARED; a persistent cache in a
  * setuid/setgid process without PCACHE_OPEN_ALLOW_PRIVILEGED; the secret file readable by others);

@@ -109,6 +109,17 @@ void check_owned_file(const std::string &path, bool allow_shared) {
     throw Error(Status::invalid_arg, "cache file '" + path + "' is " + kind +
                                          ", not a file: it was left as it is; point the cache "
                                          "at another path");
+  // Never followed, shared or not (SQLite would refuse it too, saying only that it cannot open
+  // the file): one could point the cache at a file of anyone's choosing.
+  if (S_ISLNK(st.st_mode)) {
+    char target[PATH_MAX];
+    const ssize_t n = ::readlink(path.c_str(), target, sizeof target - 1);
+    throw Error(Status::invalid_arg,
+                "cache file '" + path + "' is a symbolic link" +
+                    (n > 0 ? " to '" + std::string(target, size_t(n)) + "'" : std::string()) +
+                    ": cache files are opened without following links, so that no one can "
+                    "point one at another file; give the cache the path it names");
+  }
   if (allow_shared) return;
   if (!S_ISREG(st.st_mode) || !owned_and_private(st))
     throw Error(Status::permission, "cache file '" + path +

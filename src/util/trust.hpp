@@ -21,8 +21,9 @@ bool process_is_privileged();
 void check_private_dir(const std::string &path, int fd, bool allow_shared);
 
 // The same for a cache file that already exists: a regular file owned by this user (or root),
-// writable by no one else. A missing file passes (it will be created ours). A FIFO, device or
-// socket is refused with Error(invalid_arg) even when shared: it is no one's cache file.
+// writable by no one else. A missing file passes (it will be created ours). A FIFO, device,
+// socket or symbolic link is refused with Error(invalid_arg) even when shared: it is no one's
+// cache file, and a link is never followed.
 void check_owned_file(const std::string &path, bool allow_shared);
 
 // Owned by this user or root, and writable by neither group nor others.

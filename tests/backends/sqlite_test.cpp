@@ -194,10 +194,20 @@ TEST(Sqlite, ACacheThroughALinkedDirectoryOpens) {
   ASSERT_EQ(pcache_get(real, "k", 1, &data, &size), PCACHE_OK) << pcache_last_error();
   EXPECT_EQ(std::string(static_cast<char *>(data), size), "through");
   pcache_free(data);
+  // The database itself as a link is refused, shared or not, saying what it is and where to.
   ASSERT_EQ(::symlink((d / "disk/sub/c.db").c_str(), (d / "link.db").c_str()), 0);
-  pcache *h = nullptr;
-  EXPECT_NE(pcache_open(("sqlite:" + (d / "link.db")).c_str(), nullptr, &h), PCACHE_OK);
-  pcache_close(h);
+  for (uint32_t flags : {0u, uint32_t(PCACHE_OPEN_ALLOW_SHARED)}) {
+    pcache_options o;
+    pcache_options_init(&o, sizeof o);
+    o.flags = flags;
+    pcache *h = nullptr;
+    EXPECT_EQ(pcache_open(("sqlite:" + (d / "link.db")).c_str(), &o, &h), PCACHE_ERR_INVALID_ARG);
+    EXPECT_NE(std::string(pcache_last_error())
+                  .find("is a symbolic link to '" + (d / "disk/sub/c.db") + "'"),
+              std::string::npos)
+        << pcache_last_error();
+    pcache_close(h);
+  }
 }
 
 // What is or may be ours opens: a blank SQLite database, a layout of ours from before
