@@ -219,9 +219,20 @@ std::vector<std::string> config_file_paths() {
   if (process_is_privileged()) return paths;  // the user's file is the caller's, like the env
   if (const char *x = trusted_env("XDG_CONFIG_HOME"); x && *x == '/')
     paths.push_back(std::string(x) + "/progcache/progcache.conf");
-  else if (const char *home = trusted_env("HOME"); home && *home)
-    paths.push_back(std::string(home) + "/.config/progcache/progcache.conf");
+  else if (const std::string home = home_dir(); !home.empty())
+    paths.push_back(home + "/.config/progcache/progcache.conf");
   return paths;
+}
+
+std::string home_dir() {
+  if (const char *home = trusted_env("HOME"); home && *home) return home;
+  if (process_is_privileged()) return "";  // the caller's home is not the effective user's
+  char buf[4096];
+  struct passwd pw, *user = nullptr;
+  if (::getpwuid_r(::geteuid(), &pw, buf, sizeof buf, &user) == 0 && user && user->pw_dir &&
+      user->pw_dir[0] == '/')
+    return user->pw_dir;
+  return "";
 }
 
 Setting lookup_setting(std::string_view key) {

@@ -37,6 +37,11 @@ Setting lookup_setting(std::string_view key);
 // The config files looked at, system first (the user's is absent in privileged processes).
 std::vector<std::string> config_file_paths();
 
+// The user's home: $HOME, else (unset or empty, as under `env -i`, cron or a service) the
+// passwd entry's directory; "" in a privileged process without a trusted $HOME, or if neither
+// names an absolute path.
+std::string home_dir();
+
 // "1", "true", "yes", "on" (any case): a boolean setting that is on.
 bool setting_is_true(const Setting &s);
 

@@ -151,7 +151,7 @@ std::string default_location() {
 
 std::string user_cache_dir() {
   if (std::string x = env("XDG_CACHE_HOME"); !x.empty() && x[0] == '/') return x + "/progcache";
-  if (std::string h = env("HOME"); !h.empty()) return h + "/.cache/progcache";
+  if (std::string h = home_dir(); !h.empty()) return h + "/.cache/progcache";
   return "";
 }
 

@@ -578,3 +578,35 @@ TEST_F(Config, ATeamCacheWorksForTwoUsersWithOneSecretInASetgidDirectory) {
     EXPECT_EQ(st.st_gid, kTeam) << sub;
   }
 }
+
+// $HOME unset or empty (env -i, cron, a service): the user's config file and default cache are
+// in the passwd entry's home. There was no default cache at all ("no default cache location")
+// and no user config file.
+TEST_F(Config, WithoutHomeTheUsersFilesAreInThePasswdHome) {
+  struct passwd pw, *user = nullptr;
+  char buf[4096];
+  if (::getpwuid_r(::geteuid(), &pw, buf, sizeof buf, &user) != 0 || !user || !user->pw_dir ||
+      user->pw_dir[0] != '/')
+    GTEST_SKIP() << "this user has no home in the passwd database";
+  const std::string home = user->pw_dir;
+  for (const char *name : {"HOME", "XDG_CONFIG_HOME", "PCACHE_DIR"}) ::unsetenv(name);
+  Handle c("memory:");
+  const auto s = settings(c);
+  ASSERT_EQ(s.count("config_files"), 1u);
+  EXPECT_EQ(s.at("config_files").first,
+            "/etc/progcache.conf:" + home + "/.config/progcache/progcache.conf");
+  // The default cache, looked for without creating anything (it need not exist here).
+  const std::string db = home + "/.cache/progcache/cache.db";
+  if (std::filesystem::exists(db)) return;
+  pcache_options o;
+  pcache_options_init(&o, sizeof o);
+  o.flags = PCACHE_OPEN_EXISTING;
+  pcache *h = nullptr;
+  EXPECT_EQ(pcache_open(nullptr, &o, &h), PCACHE_NOT_FOUND);
+  EXPECT_NE(std::string(pcache_last_error()).find("no cache at '" + db + "'"), std::string::npos)
+      << pcache_last_error();
+  EXPECT_FALSE(std::filesystem::exists(db));
+  ::setenv("HOME", "", 1);  // set but empty: the same
+  EXPECT_EQ(pcache_open(nullptr, &o, &h), PCACHE_NOT_FOUND);
+  EXPECT_NE(std::string(pcache_last_error()).find(db), std::string::npos) << pcache_last_error();
+}
