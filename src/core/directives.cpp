@@ -179,36 +179,51 @@ struct Scan {
   std::set<std::string> probed;  // __has_include names already listed
 };
 
-// Calls of __has_include or of a macro that wraps it, in an #if/#elif line: a literal operand
-// is a probe; any other operand is computed.
-void scan_condition(std::string_view line, const std::vector<bool> &literal, size_t line_start,
-                    Scan *scan) {
-  for (size_t at = 0; at < line.size();) {
-    if (literal[line_start + at] || !ident_char(line[at]) || (at > 0 && ident_char(line[at - 1]))) {
+// Calls fn(word, at, end) for each identifier of line from `from` on, outside literals, once
+// each (a scan of a line is linear).
+template <typename Fn>
+void for_each_identifier(std::string_view line, const std::vector<bool> &literal, size_t line_start,
+                         size_t from, Fn &&fn) {
+  for (size_t at = from; at < line.size();) {
+    if (literal[line_start + at] || !ident_char(line[at])) {
       ++at;
       continue;
     }
     size_t end = at;
     while (end < line.size() && ident_char(line[end])) ++end;
-    const std::string word(line.substr(at, end - at));
+    if (at == 0 || !ident_char(line[at - 1])) fn(line.substr(at, end - at), at, end);
     at = end;
+  }
+}
+
+// Past "(" and the spaces around it at *r (after a macro's name); false if no '(' follows.
+bool open_call(std::string_view line, size_t *r) {
+  skip_space(line, r);
+  if (*r >= line.size() || line[*r] != '(') return false;
+  ++*r;
+  skip_space(line, r);
+  return true;
+}
+
+// Calls of __has_include or of a macro that wraps it, in an #if/#elif line: a literal operand
+// is a probe; any other operand is computed.
+void scan_condition(std::string_view line, const std::vector<bool> &literal, size_t line_start,
+                    Scan *scan) {
+  for_each_identifier(line, literal, line_start, 0, [&](std::string_view word, size_t, size_t end) {
     size_t r = end;
-    skip_space(line, &r);
-    if (r >= line.size() || line[r] != '(') continue;
-    ++r;
-    skip_space(line, &r);
+    if (!open_call(line, &r)) return;
     bool angle = false;
     std::string name;
     const bool literal_operand = header_name(line, &r, &angle, &name);
     if (!scan->wrappers.count(word)) {
-      if (!literal_operand && word != "defined") scan->macro_call(word);
-      continue;
+      if (!literal_operand && word != "defined") scan->macro_call(std::string(word));
+      return;
     }
     if (literal_operand)
       scan->has_include(DirectiveKind::has_include, angle, std::move(name));
     else
       scan->computed(line);
-  }
+  });
   // Header names handed to a macro defined elsewhere that wraps __has_include (CCCL's
   // _CCCL_HAS_INCLUDE(<x>)): every path-like literal of the condition is probed.
   for (size_t at = 0; at < line.size(); ++at) {
@@ -235,25 +250,14 @@ void scan_define(std::string_view line, size_t p, const std::vector<bool> &liter
   if (name.empty()) return;  // "#define (x) ...": no macro, an error NVRTC reports
   const bool function_like = q < line.size() && line[q] == '(';
   std::vector<std::pair<std::string_view, size_t>> uses;  // (wrapper, where)
-  for (size_t at = q; at < line.size();) {
-    if (literal[line_start + at] || !ident_char(line[at])) {
-      ++at;
-      continue;
-    }
-    size_t end = at;
-    while (end < line.size() && ident_char(line[end])) ++end;
-    const std::string_view word = line.substr(at, end - at);
-    if (!ident_char(line[at - 1]) && scan->wrappers.count(word)) uses.emplace_back(word, at);
-    at = end;
-  }
+  for_each_identifier(line, literal, line_start, q, [&](std::string_view word, size_t at, size_t) {
+    if (scan->wrappers.count(word)) uses.emplace_back(word, at);
+  });
   std::sort(uses.begin(), uses.end());  // by wrapper, then place: the order probes are listed in
   for (const auto &[wrapper, at] : uses) {
     if (function_like) scan->wrapper(name);
     size_t r = at + wrapper.size();
-    skip_space(line, &r);
-    if (r >= line.size() || line[r] != '(') continue;
-    ++r;
-    skip_space(line, &r);
+    if (!open_call(line, &r)) continue;
     bool angle = false;
     std::string header;
     if (header_name(line, &r, &angle, &header))
