@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <climits>
 #include <cstdio>
 #include <cstdlib>
@@ -163,14 +164,9 @@ std::optional<std::string> configured_secret(bool shared) {
     throw Error(Status::invalid_arg, what + " is " + std::to_string(st.st_size) +
                                          " bytes: a secret file holds at most 1 MiB (is it the "
                                          "right file?)");
-  std::string secret;
-  char buf[4096];
-  ssize_t n = 0;
-  while (secret.size() <= kMaxSecretFileSize && (n = ::read(fd.get(), buf, sizeof buf)) > 0)
-    secret.append(buf, size_t(n));
-  if (n < 0) throw_errno("cannot read " + what);
-  if (secret.size() > kMaxSecretFileSize)  // it grew after the fstat
-    throw Error(Status::invalid_arg, what + " is more than 1 MiB: is it the right file?");
+  std::string secret(size_t(st.st_size), '\0');
+  if (!pread_all(fd.get(), secret.data(), secret.size(), 0))
+    throw_errno("cannot read " + what, errno ? errno : EIO);  // 0: it shrank meanwhile
   while (!secret.empty() && (secret.back() == '\n' || secret.back() == '\r')) secret.pop_back();
   if (secret.empty()) throw Error(Status::invalid_arg, what + " is empty");
   warn_if_guessable_secret(secret.size(), what);
