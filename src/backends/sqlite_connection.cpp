@@ -73,7 +73,8 @@ ErrorDetail detail_of_sqlite(int extended, int sys) {
 // The path SQLite is given: the database's directory resolved, its own name kept. Told not to
 // follow links (the file itself must not be one), SQLite refuses a link anywhere in the path,
 // and a home or ~/.cache that is a link to another disk is common: every open failed there
-// ("unable to open database file"). The directory was judged resolved (check_private_dir).
+// ("unable to open database file"). The directory checks (check_private_dir) judge the
+// resolved directory too.
 std::string path_through_resolved_dir(const std::string &path) {
   char real[PATH_MAX];
   if (!::realpath(parent_dir(path).c_str(), real)) return path;  // the open will say why

@@ -24,8 +24,9 @@ import warnings
 __version__ = "0.5.0"  # the release; tests/python checks it equals the library's version
 
 __all__ = [
-    "Cache", "Compiled", "ProgcacheError", "ProgcacheWarning", "InvalidArgumentError", "NoMemoryError", "CacheIOError",
-    "CorruptError", "UnsupportedError", "BusyError", "PermissionDeniedError", "TooLargeError",
+    "Cache", "Compiled", "ProgcacheError", "ProgcacheWarning", "InvalidArgumentError",
+    "NoMemoryError", "CacheIOError", "CorruptError", "UnsupportedError", "BusyError",
+    "PermissionDeniedError", "TooLargeError",
     "CompileError", "CudaUnavailableError", "CudaError", "RemoteError", "InternalError",
     "make_key", "compile_uncached", "link_uncached", "version", "KEY_SIZE",
 ]
