@@ -297,6 +297,8 @@ TEST_F(Admin, ExplainGivesTheCompileKeyItsFieldsAndItsHeaders) {
   EXPECT_EQ(pcache_entry_target(entry), PCACHE_TARGET_CUBIN);
   EXPECT_EQ(pcache_entry_nvrtc_version(entry), pcache_compiled_nvrtc_version(r));
   EXPECT_EQ(std::string(pcache_entry_program_name(entry)), name);
+  EXPECT_GT(pcache_entry_compile_us(entry), 0u);
+  EXPECT_EQ(pcache_entry_compile_us(entry), pcache_compiled_compile_us(r));
   size_t stored_n = 0;
   const char *const *stored_names = nullptr, *const *stored_values = nullptr;
   ASSERT_EQ(pcache_entry_key_fields(entry, &stored_n, &stored_names, &stored_values), PCACHE_OK);
@@ -322,6 +324,9 @@ TEST_F(Admin, ExplainGivesTheCompileKeyItsFieldsAndItsHeaders) {
   ASSERT_EQ(pcache_admin_peek(h, "plain", 5, &entry), PCACHE_OK);
   EXPECT_EQ(pcache_entry_is_compiled(entry), 0);
   EXPECT_EQ(pcache_entry_target(entry), -1);
+  EXPECT_EQ(pcache_entry_compile_us(entry), 0u);
+  EXPECT_EQ(pcache_entry_nvrtc_version(entry), 0u);
+  EXPECT_STREQ(pcache_entry_program_name(entry), "");
   ASSERT_EQ(pcache_entry_key_fields(entry, &stored_n, &stored_names, &stored_values), PCACHE_OK);
   EXPECT_EQ(stored_n, 0u);
   pcache_entry_free(entry);

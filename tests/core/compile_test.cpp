@@ -86,6 +86,8 @@ TEST(Compile, MissThenHitAnswersExactlyLikeAFreshCompile) {
   EXPECT_STREQ(pcache_compiled_lowered_name(miss.r, "scale_add<float>"),
                "_Z9scale_addIfEvPT_PKS0_S0_i");
   EXPECT_GT(pcache_compiled_compile_us(miss.r), 0u);
+  // The call's own time, end to end, holds the compile it ran.
+  EXPECT_GE(pcache_compiled_elapsed_us(miss.r), pcache_compiled_compile_us(miss.r));
   EXPECT_GE(pcache_compiled_nvrtc_version(miss.r), 12000u);
 
   Compiled hit(c, prog);
@@ -100,6 +102,7 @@ TEST(Compile, MissThenHitAnswersExactlyLikeAFreshCompile) {
   EXPECT_EQ(pcache_compiled_lowered_name(hit.r, "nope<int>"), nullptr);
   EXPECT_STREQ(pcache_compiled_log(hit.r), pcache_compiled_log(miss.r));
   EXPECT_EQ(pcache_compiled_compile_us(hit.r), pcache_compiled_compile_us(miss.r));
+  EXPECT_GT(pcache_compiled_elapsed_us(hit.r), 0u);
 
   // Raw pcache_get of the compiled entry returns exactly the cubin (usable by NVIDIA's tools).
   std::string raw;
