@@ -170,6 +170,9 @@ PCACHE_API pcache_status pcache_options_init(pcache_options *options, uint32_t s
  *                     a stack of the above, fastest first: gets read through, puts write every
  *                     tier, a failing tier is skipped (remote ones for a back-off period) so
  *                     that gets and puts succeed while any tier works; see docs/distributed.md.
+ * A sqlite: or filestream: path starting with "~/" is under the home directory ($HOME, else the
+ * passwd entry's), as a shell would expand it; "~user/..." is PCACHE_ERR_INVALID_ARG; any other
+ * relative path is from the working directory.
  * Backends accept parameters after '?', e.g. "sqlite:/tmp/c.db?busy_timeout_ms=2000"; every one
  * takes max_size=SIZE ("256M"), which overrides options->max_size_bytes for that cache. An
  * unknown parameter, an unknown scheme or trailing garbage is PCACHE_ERR_INVALID_ARG.

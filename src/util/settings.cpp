@@ -235,6 +235,20 @@ std::string home_dir() {
   return "";
 }
 
+std::string expand_home(const std::string &path, std::string_view what) {
+  if (path.empty() || path[0] != '~') return path;
+  if (path.size() > 1 && path[1] != '/')
+    throw Error(Status::invalid_arg, std::string(what) +
+                                         ": only a leading ~/ is expanded (to your home "
+                                         "directory); write ~user's home out, or ./" +
+                                         path + " for a directory of that name");
+  const std::string home = home_dir();
+  if (home.empty())
+    throw Error(Status::invalid_arg,
+                std::string(what) + " starts with ~, but there is no home directory");
+  return home + path.substr(1);
+}
+
 Setting lookup_setting(std::string_view key) {
   const auto spec = std::find_if(setting_specs().begin(), setting_specs().end(),
                                  [&](const SettingSpec &s) { return key == s.key; });

@@ -42,6 +42,13 @@ std::vector<std::string> config_file_paths();
 // names an absolute path.
 std::string home_dir();
 
+// path with a leading "~" or "~/" made home_dir(), as a shell would have: a path set where no
+// shell expands it (a service's or a container's environment, a config file, os.environ) would
+// otherwise name a directory called "~" under the working directory. Throws
+// Error(invalid_arg), its message starting with what (which quotes path), for "~user" (not
+// guessed at) or when there is no home.
+std::string expand_home(const std::string &path, std::string_view what);
+
 // "1", "true", "yes", "on" (any case): a boolean setting that is on.
 bool setting_is_true(const Setting &s);
 

@@ -134,10 +134,10 @@ void check_owned_file(const std::string &path, bool allow_shared) {
 std::optional<std::string> configured_secret(bool shared) {
   const Setting setting = lookup_setting("secret_file");
   if (setting.value.empty()) return std::nullopt;
-  const std::string &path = setting.value;
   const std::string what = setting.from_environment()
-                               ? "PCACHE_SECRET_FILE '" + path + "'"
-                               : "secret_file '" + path + "' (" + setting.source + ")";
+                               ? "PCACHE_SECRET_FILE '" + setting.value + "'"
+                               : "secret_file '" + setting.value + "' (" + setting.source + ")";
+  const std::string path = expand_home(setting.value, what);
   Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   if (!fd) throw_errno("cannot read " + what);
   struct stat st;

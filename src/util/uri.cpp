@@ -55,12 +55,12 @@ std::string absolute_uri(std::string_view text) {
     }
     return out;
   }
-  if ((uri.scheme != "sqlite" && uri.scheme != "filestream") || uri.path.empty() ||
-      uri.path[0] == '/')
-    return std::string(text);
+  if (uri.scheme != "sqlite" && uri.scheme != "filestream") return std::string(text);
+  const std::string_view query = rest.substr(std::min(rest.find('?'), rest.size()));
+  if (uri.path[0] == '/') return uri.scheme + ":" + uri.path + std::string(query);
   char cwd[PATH_MAX];
   if (!::getcwd(cwd, sizeof cwd)) throw_errno("cannot tell the working directory");
-  return uri.scheme + ":" + join_path(cwd, rest);
+  return uri.scheme + ":" + join_path(cwd, uri.path) + std::string(query);
 }
 
 Uri parse_uri(std::string_view text) {
@@ -108,6 +108,7 @@ Uri parse_uri(std::string_view text) {
       throw Error(Status::invalid_arg,
                   uri.scheme + ": needs a path, e.g. " + uri.scheme +
                       (uri.scheme == "sqlite" ? ":/tmp/cache.db" : ":/tmp/cache"));
+    uri.path = expand_home(uri.path, "cache path '" + uri.path + "'");
   } else if (uri.scheme == "redis") {
     if (uri.path.size() < 3 || uri.path.compare(0, 2, "//") != 0)
       throw Error(Status::invalid_arg, "redis: URI needs a server, e.g. redis://127.0.0.1:6379/0");

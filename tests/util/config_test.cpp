@@ -610,3 +610,69 @@ TEST_F(Config, WithoutHomeTheUsersFilesAreInThePasswdHome) {
   EXPECT_EQ(pcache_open(nullptr, &o, &h), PCACHE_NOT_FOUND);
   EXPECT_NE(std::string(pcache_last_error()).find(db), std::string::npos) << pcache_last_error();
 }
+
+// A leading ~/ in a cache path is the home, wherever the URI comes from: set where no shell
+// expands it (a service's or a container's environment, a config file), it made a directory
+// named "~" under the working directory, a different cache in every directory.
+TEST_F(Config, ALeadingTildeInACachePathIsTheHome) {
+  const std::string home = dir_ + "/home", cwd = dir_ + "/cwd";
+  std::filesystem::create_directories(home);
+  std::filesystem::create_directories(cwd);
+  const std::string before = std::filesystem::current_path();
+  ASSERT_EQ(::chdir(cwd.c_str()), 0);
+  struct Back {
+    std::string dir;
+    ~Back() { EXPECT_EQ(::chdir(dir.c_str()), 0); }
+  } back{before};
+  {
+    Handle named("sqlite:~/named.db");
+    ASSERT_EQ(pcache_put(named, "k", 1, "v", 1), PCACHE_OK);
+  }
+  EXPECT_TRUE(std::filesystem::exists(home + "/named.db"));
+  {
+    ScopedEnv uri("PCACHE_URI", "tiered:memory:|filestream:~/fs?max_size=1M");
+    Handle from_env("");
+    ASSERT_EQ(pcache_put(from_env, "k", 1, "v", 1), PCACHE_OK);
+  }
+  EXPECT_TRUE(std::filesystem::exists(home + "/fs"));
+  {
+    ScopedEnv no_dir("PCACHE_DIR", "");
+    ::unsetenv("PCACHE_DIR");
+    write_config("cache_uri = sqlite:~/from-file.db\n");
+    Handle from_file("");
+    ASSERT_EQ(pcache_put(from_file, "k", 1, "v", 1), PCACHE_OK);
+  }
+  EXPECT_TRUE(std::filesystem::exists(home + "/from-file.db"));
+  EXPECT_FALSE(std::filesystem::exists(cwd + "/~")) << "a directory named ~ was made";
+
+  // The secret file's path too.
+  testutil::write_file(home + "/secret", "a secret of thirty-two bytes....");
+  ::chmod((home + "/secret").c_str(), 0600);
+  write_config("secret_file = ~/secret\n");
+  {
+    Handle signing("sqlite:" + dir_ + "/signed.db");
+    ASSERT_EQ(signing.put("k", "v"), PCACHE_OK);
+  }
+  {
+    ScopedEnv same("PCACHE_SECRET_FILE", home + "/secret");
+    Handle h("sqlite:" + dir_ + "/signed.db");
+    std::string got;
+    EXPECT_EQ(h.get("k", &got), PCACHE_OK) << "signed with ~/secret's bytes";
+  }
+
+  // What `progcache run` hands its child is absolute, parameters kept.
+  char out[4096];
+  size_t size = sizeof out;
+  ASSERT_EQ(pcache_admin_absolute_uri("sqlite:~/a.db?busy_timeout_ms=10", out, &size), PCACHE_OK);
+  EXPECT_STREQ(out, ("sqlite:" + home + "/a.db?busy_timeout_ms=10").c_str());
+  size = sizeof out;
+  ASSERT_EQ(pcache_admin_absolute_uri("filestream:rel?max_size=1M", out, &size), PCACHE_OK);
+  EXPECT_STREQ(out, ("filestream:" + cwd + "/rel?max_size=1M").c_str());
+
+  // ~user is not guessed at: refused, saying what is expanded.
+  pcache *c = nullptr;
+  EXPECT_EQ(pcache_open("sqlite:~bob/x.db", nullptr, &c), PCACHE_ERR_INVALID_ARG);
+  EXPECT_NE(std::strstr(pcache_last_error(), "only a leading ~/ is expanded"), nullptr)
+      << pcache_last_error();
+  EXPECT_FALSE(std::filesystem::exists(cwd + "/~bob"));
+}
