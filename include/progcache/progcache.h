@@ -576,7 +576,8 @@ typedef struct pcache_compiled pcache_compiled;
  * from the source, an option or a header; a file NVRTC wrote (--create-pch, --time); a header
  * that changed during the compile; an NVRTC progcache cannot observe.
  *
- * cache may be NULL to compile without caching; $PCACHE_DISABLE=1 has the same effect.
+ * cache may be NULL to compile without caching; $PCACHE_DISABLE=1 has the same effect (any value
+ * but empty, 0, false, no or off, in any case).
  * CUDA C++ compiles with NVRTC (PCACHE_TARGET_LTOIR adds -dlto when the options lack it); PTX
  * (PCACHE_CODE_PTX, to PCACHE_TARGET_CUBIN) links with nvJitLink, NVVM IR (PCACHE_CODE_NVVM, to
  * PCACHE_TARGET_PTX or _LTOIR) compiles with libNVVM: both keyed by everything they are given

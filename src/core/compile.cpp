@@ -20,6 +20,7 @@
 #include "cuda/nvrtc_observer.hpp"
 #include "util/error.hpp"
 #include "util/fork_guard.hpp"
+#include "util/settings.hpp"
 #include "util/trust.hpp"
 #include "util/warning.hpp"
 
@@ -334,7 +335,7 @@ std::shared_ptr<CompileResult> compile_through_cache(Cache *cache, ProgramDesc p
   const auto t0 = std::chrono::steady_clock::now();
   check_c_strings(program);
   const char *disable = trusted_env("PCACHE_DISABLE");
-  const bool bypass = options.bypass || (disable && *disable && std::string(disable) != "0");
+  const bool bypass = options.bypass || (disable && !flag_is_off(disable));
   if (bypass) cache = nullptr;
   PreparedCompile prepared = prepare_compile(cache, program);
   auto finish = [&](std::shared_ptr<CompileResult> r) {

@@ -277,10 +277,22 @@ CreateModes create_modes(bool shared) {
   return {mode_t((0777 & ~mask) | 0700), mode_t((0666 & ~mask) | 0600)};
 }
 
-bool setting_is_true(const Setting &s) {
-  std::string v = s.value;
+namespace {
+std::string lower(std::string_view text) {
+  std::string v(text);
   for (char &c : v) c = char(std::tolower(static_cast<unsigned char>(c)));
+  return v;
+}
+}  // namespace
+
+bool setting_is_true(const Setting &s) {
+  const std::string v = lower(s.value);
   return v == "1" || v == "true" || v == "yes" || v == "on";
+}
+
+bool flag_is_off(std::string_view value) {
+  const std::string v = lower(value);
+  return v.empty() || v == "0" || v == "false" || v == "no" || v == "off";
 }
 
 }  // namespace progcache

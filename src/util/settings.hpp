@@ -51,6 +51,8 @@ std::string expand_home(const std::string &path, std::string_view what);
 
 // "1", "true", "yes", "on" (any case): a boolean setting that is on.
 bool setting_is_true(const Setting &s);
+// "", "0", "false", "no", "off" (any case): a flag that is off (every other value is on).
+bool flag_is_off(std::string_view value);
 
 // The modes a cache creates what it stores with. Private caches: 0700/0600. Shared ones
 // (allow_shared): 0777/0666 less the umask setting ($PCACHE_UMASK, umask in the config files;

@@ -244,6 +244,18 @@ TEST_F(Differential, PcacheDisableCompilesAndStoresNothing) {
   uint64_t n = 99;
   ASSERT_EQ(pcache_count(cache, &n), PCACHE_OK);
   EXPECT_EQ(n, 0u);
+  for (const char *on : {"yes", "TRUE", "2"}) {
+    ScopedEnv off("PCACHE_DISABLE", on);
+    compile(cache, s);
+    ASSERT_EQ(pcache_count(cache, &n), PCACHE_OK);
+    EXPECT_EQ(n, 0u) << "PCACHE_DISABLE=" << on;
+  }
+  // A flag written off (a CI matrix's false, a template's no) leaves the cache on.
+  for (const char *off_word : {"0", "false", "No", "OFF", ""}) {
+    ScopedEnv on("PCACHE_DISABLE", off_word);
+    compile(cache, s);
+    EXPECT_TRUE(compile(cache, s).from_cache) << "PCACHE_DISABLE=" << off_word;
+  }
 }
 
 }  // namespace
