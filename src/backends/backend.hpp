@@ -76,8 +76,10 @@ struct PersistentCounters {
       if (this->*f.value) return true;
     return false;
   }
+  // Wraps rather than overflows: counts come from files and rows other processes write.
   PersistentCounters &operator+=(const PersistentCounters &o) {
-    for (const Field &f : kFields) this->*f.value += o.*f.value;
+    for (const Field &f : kFields)
+      this->*f.value = int64_t(uint64_t(this->*f.value) + uint64_t(o.*f.value));
     return *this;
   }
 };

@@ -46,9 +46,26 @@ void add_records(const std::string &bytes, ino_t db_ino, PersistentCounters *sum
     }
     at += sizeof r;
     if (r.db_ino != uint64_t(db_ino)) continue;
+    PersistentCounters counts;
     for (size_t i = 0; i < kFieldCount; ++i)
-      sum->*PersistentCounters::kFields[i].value += r.values[i];
+      counts.*PersistentCounters::kFields[i].value = r.values[i];
+    *sum += counts;
   }
+}
+
+// What a journal can hold: appends stop at kFoldAfterBytes, and a few processes appending at once
+// may pass it by a record each. A longer file is damage (or a neighbour's doing: a sparse file
+// of gigabytes costs no disk), and only this much of its start is read: reading all of it made
+// every process that counted a hit allocate and read the whole file.
+constexpr uint64_t kMaxJournalBytes = 4 * uint64_t(CounterJournal::kFoldAfterBytes);
+
+// The first kMaxJournalBytes of the open journal, or nullopt if it cannot be read.
+std::optional<std::string> read_journal(int fd) {
+  struct stat st;
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) return std::nullopt;
+  std::string bytes(size_t(std::min<uint64_t>(uint64_t(st.st_size), kMaxJournalBytes)), '\0');
+  if (!bytes.empty() && !pread_all(fd, bytes.data(), bytes.size(), 0)) return std::nullopt;
+  return bytes;
 }
 
 }  // namespace
@@ -76,9 +93,10 @@ bool CounterJournal::append(const PersistentCounters &delta) const {
 
 PersistentCounters CounterJournal::pending() const {
   PersistentCounters sum;
-  std::string bytes;
-  if (read_whole_file(path_, &bytes, 4 * uint64_t(kFoldAfterBytes)))
-    add_records(bytes, db_ino_, &sum);
+  const Fd fd(::open(path_.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK));
+  if (fd)
+    if (const std::optional<std::string> bytes = read_journal(fd.get()))
+      add_records(*bytes, db_ino_, &sum);
   return sum;
 }
 
@@ -91,11 +109,9 @@ std::optional<CounterJournal::Fold> CounterJournal::begin_fold(int wait_ms) cons
     if (errno != EWOULDBLOCK || std::chrono::steady_clock::now() >= deadline) return std::nullopt;
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
-  struct stat st;
-  if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) return std::nullopt;
-  std::string bytes(size_t(st.st_size), '\0');
-  if (!bytes.empty() && !pread_all(fd.get(), bytes.data(), bytes.size(), 0)) return std::nullopt;
-  add_records(bytes, db_ino_, &fold.records);
+  const std::optional<std::string> bytes = read_journal(fd.get());
+  if (!bytes) return std::nullopt;
+  add_records(*bytes, db_ino_, &fold.records);  // finish() empties all of it, read or not
   fold.fd_ = std::move(fd);
   return fold;
 }

@@ -7,6 +7,8 @@
 #include <sys/file.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#define XXH_INLINE_ALL  // the journal's record checksum, to forge records
+#include <xxhash.h>
 
 #include <algorithm>
 #include <atomic>
@@ -881,6 +883,57 @@ TEST(Sqlite, TheCounterJournalCountsOnlyWholeRecordsOfItsDatabase) {
   }
   EXPECT_EQ(shared_hits(db), 0);
   EXPECT_EQ(journal_bytes(db), 0);
+}
+
+// A journal far longer than appends ever make it (damage, or a neighbour's sparse file of
+// gigabytes, which costs no disk): its start is still counted, the next fold empties it, and no
+// process reads or allocates the rest (each one that counted a hit read the whole file: 4 GiB
+// of it took a plain `progcache get` 8 s and 4 GiB of memory).
+TEST(Sqlite, AnOverlongCounterJournalIsCountedByItsStartAndEmptied) {
+  TempDir d;
+  const std::string db = d / "cache.db";
+  fill(db, 1, 10);
+  for (int process = 0; process < 2; ++process) {
+    Handle c("sqlite:" + db);
+    ASSERT_EQ(c.get("k0", nullptr), PCACHE_OK);
+  }
+  ASSERT_EQ(journal_bytes(db), 2 * 96);
+  ASSERT_EQ(::truncate((db + "-counters").c_str(), off_t(1) << 30), 0);
+  EXPECT_EQ(shared_hits(db), 2) << "the records at its start";
+  {
+    Handle c("sqlite:" + db);
+    ASSERT_EQ(c.get("k0", nullptr), PCACHE_OK);
+  }
+  EXPECT_EQ(journal_bytes(db), 0) << "the close folded it";
+  EXPECT_EQ(shared_hits(db), 3);
+}
+
+// Records whose counts overflow a 64-bit sum (forged: the journal's checksum is no secret)
+// wrap; they never stop the counting (signed overflow is undefined; UBSan aborts on it).
+TEST(Sqlite, JournalRecordsThatOverflowTheSumAreAddedWithoutUndefinedBehaviour) {
+  TempDir d;
+  const std::string db = d / "cache.db";
+  fill(db, 1, 10);
+  {
+    Handle c("sqlite:" + db);
+    ASSERT_EQ(c.get("k0", nullptr), PCACHE_OK);
+  }
+  std::string record = read_file(db + "-counters");
+  ASSERT_EQ(record.size(), 96u);
+  for (size_t at = 16; at + 8 < record.size(); at += 8) {
+    const int64_t most = INT64_MAX;
+    std::memcpy(&record[at], &most, 8);
+  }
+  const uint64_t check =
+      XXH3_64bits_withSeed(record.data(), record.size() - 8, 0x636f756e74657273ull);
+  std::memcpy(&record[record.size() - 8], &check, 8);
+  write_file(db + "-counters", record + record + record);
+  EXPECT_EQ(shared_hits(db), INT64_MAX - 2) << "three times the largest count, wrapped";
+  {
+    Handle c("sqlite:" + db);
+    ASSERT_EQ(c.get("k0", nullptr), PCACHE_OK);
+  }
+  EXPECT_EQ(shared_hits(db), INT64_MAX - 1);
 }
 
 // A journal replaced behind an open handle by something that is not a regular file (a FIFO, whose
