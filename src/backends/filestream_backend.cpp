@@ -336,6 +336,29 @@ static int shard_of(const std::string &name) {
   return std::stoi(name.substr(0, 2), nullptr, 16);
 }
 
+namespace {
+
+// A record this large is read only when its header gives its size: a damaged size (a file
+// extended by gigabytes of holes) was read into memory whole, and a compile through the cache
+// failed with "out of memory" instead of compiling. Smaller ones are read at once (a damaged one
+// fails its checksum), which spares every hit a second read.
+constexpr uint64_t kCheckHeaderFirstBytes = 64 << 20;
+
+// The first bytes of the large record open on fd when its header does not give its size (for
+// the cache layer to find inconsistent and remove, saying so); nullptr when it does.
+SharedBlob start_of_misfit(int fd, const struct stat &st) {
+  auto head = std::make_shared<Blob>(kEntryProbeSize);
+  const ssize_t n = ::pread(fd, head->data(), head->size(), 0);
+  const size_t got = n > 0 ? size_t(n) : 0;
+  if (got >= kEntryHeaderSize &&
+      entry_payload_size_checked(ByteView(head->data(), got), uint64_t(st.st_size)))
+    return nullptr;
+  head->shrink(got);
+  return head;
+}
+
+}  // namespace
+
 SharedBlob FileStreamBackend::get(ByteView key, Access access) {
   const std::string name = entry_name(key);
   const int dfd = shard_fd(shard_of(name), false);
@@ -363,6 +386,8 @@ SharedBlob FileStreamBackend::get(ByteView key, Access access) {
     // Not an entry (a FIFO, a directory, a truncated file): the cache layer will remove it.
     return std::make_shared<Blob>(0);
   }
+  if (uint64_t(st.st_size) > kCheckHeaderFirstBytes)
+    if (SharedBlob misfit = start_of_misfit(fd.get(), st)) return misfit;
   auto blob = std::make_shared<Blob>(Blob::for_read(size_t(st.st_size)));
   if (!pread_all(fd.get(), blob->data(), blob->size(), 0)) {
     if (errno == 0) return std::make_shared<Blob>(0);  // shrank under us: treated as damage

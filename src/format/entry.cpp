@@ -233,6 +233,8 @@ std::optional<uint64_t> entry_payload_size_checked(ByteView head, uint64_t recor
   const unsigned long long declared =
       zstd_api().ZSTD_getFrameContentSize(head.data + prefix, head.size - prefix);
   if (declared != payload_size) return std::nullopt;
+  // No frame of that content is larger than its bound: a longer record is damage.
+  if (record_size - prefix > zstd_api().ZSTD_compressBound(payload_size)) return std::nullopt;
   return payload_size;
 }
 

@@ -66,6 +66,10 @@ TEST_F(FileStream, EveryKindOfDamageIsAMissRemovedAndCounted) {
       {"truncated", [](const std::string &e,
                        const std::string &) { fs::resize_file(e, fs::file_size(e) - 10); }},
       {"zero-length", [](const std::string &e, const std::string &) { fs::resize_file(e, 0); }},
+      // A size gone wrong by gigabytes (holes: no disk) was read into memory whole, and failed
+      // every get with PCACHE_ERR_NO_MEMORY instead of a miss.
+      {"extended by 40 GiB",
+       [](const std::string &e, const std::string &) { fs::resize_file(e, uintmax_t(40) << 30); }},
       {"garbage",
        [](const std::string &e, const std::string &) { write_file(e, std::string(5000, 'g')); }},
       {"flipped payload byte",
@@ -115,6 +119,20 @@ TEST_F(FileStream, EveryKindOfDamageIsAMissRemovedAndCounted) {
     EXPECT_EQ(v, good);
     EXPECT_TRUE(fs::exists(other_entry));  // a symlink's target is never touched
   }
+}
+
+// The same for a compressed entry, whose size its header bounds by the frame's largest size.
+TEST_F(FileStream, ACompressedEntryExtendedByGigabytesIsAMiss) {
+  const std::string good(1 << 20, 'a');
+  Handle c(uri("compress=zstd"));
+  ASSERT_EQ(c.put("k", good), PCACHE_OK);
+  const std::string entry = only_entry(dir());
+  ASSERT_LT(fs::file_size(entry), good.size()) << "stored compressed";
+  fs::resize_file(entry, uintmax_t(40) << 30);
+  std::string v;
+  EXPECT_EQ(c.get("k", &v), PCACHE_NOT_FOUND) << pcache_last_error();
+  EXPECT_FALSE(fs::exists(entry));
+  EXPECT_EQ(c.stats().corrupt, 1u);
 }
 
 TEST_F(FileStream, DamagedAccountingIsRebuiltFromTheEntries) {
