@@ -78,8 +78,10 @@ struct pcache_explain {
     if (prepared.observation) {
       deps = progcache::observed_paths(*prepared.observation, prepared.setting);
     } else {
-      for (const auto &d : progcache::scan_includes(desc, memos).dependencies)
-        deps.emplace_back(d.path, d.present);
+      const progcache::IncludeScan scan = progcache::scan_includes(desc, memos);
+      for (const auto &d : scan.dependencies) deps.emplace_back(d.path, d.present);
+      if (!why_not.empty() && !scan.uncacheable.empty())
+        why_not += "; the prediction of what it reads is incomplete: " + scan.uncacheable;
     }
     for (const auto &[path, found] : deps) {
       paths.push_back(path);

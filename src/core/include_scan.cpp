@@ -122,12 +122,14 @@ class Scanner {
       std::string error;
       facts = facts_of_file(path, StatIdentity::of(st), memos_, &dep.stat, &error);
       if (!facts) fail(error);
-      dep.present = facts != nullptr;
+      // There, read or not (over 64 MiB, unreadable): reported absent, it was also never
+      // still_as_scanned, so every later scan started again.
+      dep.present = true;
       dep.recheck_content = dep.stat.is_racy() || !(dep.stat == StatIdentity::of(st));
     } else if (rc != 0 && errno != ENOENT && errno != ENOTDIR && errno != ENAMETOOLONG) {
       fail("cannot check header '" + path + "': " + std::strerror(errno));
     }  // a directory or a device where a header is looked for: NVRTC finds no header there
-    if (dep.present) dep.digest = facts->digest;
+    if (facts) dep.digest = facts->digest;
     result_.dependencies.push_back(std::move(dep));
     seen_.emplace(path, facts);
     return facts;

@@ -22,10 +22,10 @@ namespace progcache {
 
 // One path NVRTC would probe for a header.
 struct HeaderDependency {
-  std::string path;  // as NVRTC composes it: "sub/h.h", "inc/x.h", "/abs/h.h"
-  bool present = false;
-  ContentDigest digest{};        // of the content, when present
-  StatIdentity stat;             // as seen by the scan, when present
+  std::string path;        // as NVRTC composes it: "sub/h.h", "inc/x.h", "/abs/h.h"
+  bool present = false;    // a regular file is there (read or not: see IncludeScan::uncacheable)
+  ContentDigest digest{};  // of the content, when present and read (else zero)
+  StatIdentity stat;       // as seen by the scan, when present
   bool recheck_content = false;  // changed too recently for its stat to vouch for it
 };
 

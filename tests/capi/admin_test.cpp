@@ -2,6 +2,7 @@
 #define PCACHE_ADMIN_UNSTABLE 1
 #include <gtest/gtest.h>
 #include <progcache/progcache_admin.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstring>
@@ -330,6 +331,35 @@ TEST_F(Admin, ExplainGivesTheCompileKeyItsFieldsAndItsHeaders) {
   ASSERT_EQ(pcache_entry_key_fields(entry, &stored_n, &stored_names, &stored_values), PCACHE_OK);
   EXPECT_EQ(stored_n, 0u);
   pcache_entry_free(entry);
+}
+
+// A header the scan cannot read (over 64 MiB: holes here) is there, not absent, and explain
+// says the prediction stopped at it; a key cannot be made for the program.
+TEST_F(Admin, ExplainShowsAHeaderTooLargeToScanAsPresentAndSaysSo) {
+  testutil::write_file(dir_ + "/big.h", "");
+  ASSERT_EQ(::truncate((dir_ + "/big.h").c_str(), off_t(65) << 20), 0);
+  const std::string source = "#include \"big.h\"\n__global__ void k() {}\n";
+  const std::string name = dir_ + "/k.cu";
+  const char *options[] = {"-arch=sm_90"};
+  pcache_program p = testutil::make_program(name.c_str(), source, options, 1);
+  Handle h("sqlite:" + dir_ + "/big.db");
+  for (int call = 0; call < 2; ++call) {  // the second from the scan's memo
+    pcache_explain *e = nullptr;
+    ASSERT_EQ(pcache_admin_explain(h, &p, &e), PCACHE_OK) << pcache_last_error();
+    size_t n = 0;
+    const char *const *paths = nullptr;
+    const int32_t *present = nullptr;
+    ASSERT_EQ(pcache_explain_dependencies(e, &n, &paths, &present), PCACHE_OK);
+    ASSERT_EQ(n, 1u);
+    EXPECT_EQ(std::string(paths[0]), dir_ + "/big.h");
+    EXPECT_EQ(present[0], 1) << "call " << call;
+    EXPECT_NE(std::strstr(pcache_explain_why_not(e), "larger than 64 MiB"), nullptr)
+        << pcache_explain_why_not(e);
+    pcache_explain_free(e);
+  }
+  uint8_t key[PCACHE_KEY_SIZE];
+  EXPECT_EQ(pcache_make_key(&p, key), PCACHE_ERR_INVALID_ARG);
+  EXPECT_NE(std::strstr(pcache_last_error(), "larger than 64 MiB"), nullptr) << pcache_last_error();
 }
 
 TEST_F(Admin, ExplainAndCompileSayWhyAProgramIsNotStored) {
