@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -67,19 +68,23 @@ void prepend_env(const char *name, const std::string &value, char separator) {
   ::setenv(name, now.c_str(), 1);
 }
 
-// The cache's shared hits and misses now (both 0 when it cannot say: a tiered stack).
-std::pair<int64_t, int64_t> lookups(pcache *cache) {
+// The cache's shared counts of what compiles did: hits, misses and compiles not stored;
+// nullopt when it cannot say (a tiered stack).
+struct Lookups {
+  int64_t hits = 0, misses = 0, uncacheable = 0;
+};
+std::optional<Lookups> lookups(pcache *cache) {
   pcache_shared_stats s{};
   s.struct_size = sizeof s;
-  const bool ok = pcache_get_shared_stats(cache, &s) == PCACHE_OK;
-  return ok ? std::pair{s.hits, s.misses} : std::pair<int64_t, int64_t>{0, 0};
+  if (pcache_get_shared_stats(cache, &s) != PCACHE_OK) return std::nullopt;
+  return Lookups{s.hits, s.misses, s.uncacheable};
 }
 
 // What the preloaded helper wrote: one "what\tpath\tdetail" line per NVRTC it redirected or
 // could not; said on stderr when the command has ended, so that a command whose compiles did
 // not go through the cache never looks cached.
-void say_what_happened(const std::string &report_file, std::pair<int64_t, int64_t> before,
-                       std::pair<int64_t, int64_t> after) {
+void say_what_happened(const std::string &report_file, const std::optional<Lookups> &before,
+                       const std::optional<Lookups> &after, bool command_ran) {
   std::vector<std::string> bypassed, others;
   if (FILE *f = std::fopen(report_file.c_str(), "r")) {
     char line[PATH_MAX + 256];
@@ -96,11 +101,20 @@ void say_what_happened(const std::string &report_file, std::pair<int64_t, int64_
     }
     std::fclose(f);
   }
-  const int64_t hits = after.first - before.first, misses = after.second - before.second;
-  if (hits > 0 || misses > 0)
-    std::fprintf(stderr,
-                 "progcache run: %lld compile(s) through the cache: %lld hit(s), %lld miss(es)\n",
-                 (long long)(hits + misses), (long long)hits, (long long)misses);
+  if (before && after) {
+    const int64_t hits = after->hits - before->hits, misses = after->misses - before->misses;
+    if (hits > 0 || misses > 0)
+      std::fprintf(stderr,
+                   "progcache run: %lld compile(s) through the cache: %lld hit(s), %lld miss(es)\n",
+                   (long long)(hits + misses), (long long)hits, (long long)misses);
+    // Said, so that a command whose compiles never reach the drop-ins (NVRTC linked statically,
+    // a JIT of its own) does not look cached for lack of a word.
+    else if (command_ran && after->uncacheable == before->uncacheable && bypassed.empty())
+      std::fprintf(stderr,
+                   "progcache run: nothing was compiled through the cache (no NVRTC, nvJitLink or "
+                   "libNVVM call reached the drop-ins; a program linked with them statically "
+                   "calls its own copy)\n");
+  }
   for (const std::string &b : bypassed)
     std::fprintf(stderr, "progcache run: the command loaded %s: its compiles were not cached\n",
                  b.c_str());
@@ -246,7 +260,10 @@ int cmd_run(Invocation &in) {
   ::signal(SIGCHLD, SIG_DFL);
   ::sigprocmask(SIG_SETMASK, &before_fork, nullptr);
   if (report_fd >= 0) {
-    say_what_happened(report_file, before, lookups(cache));
+    // 126 and 127: as this process says when the command cannot be run at all.
+    const bool ran =
+        !(WIFEXITED(status) && (WEXITSTATUS(status) == 126 || WEXITSTATUS(status) == 127));
+    say_what_happened(report_file, before, lookups(cache), ran);
     ::unlink(report_file);
   }
   open_cache.reset();  // closed before this process may end by the command's signal

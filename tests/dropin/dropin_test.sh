@@ -135,6 +135,13 @@ fi
 out=$("$pc" --cache bogus:x run -- sh -c 'echo ran' 2>&1)
 rc=$?
 [ "$rc" = 2 ] && ! grep -q '^ran$' <<<"$out" || fail "run with an unusable cache: exit $rc, $out"
+# A command that compiles nothing through the cache (NVRTC linked statically, say) is told of,
+# never left to look cached; one that compiled is not.
+err=$("$pc" --cache "sqlite:$work/quiet.db" run -- sh -c 'exit 0' 2>&1 >/dev/null)
+grep -q 'nothing was compiled through the cache' <<<"$err" || fail "run of a command that compiled nothing said: '$err'"
+err=$("$pc" --cache "sqlite:$work/quiet.db" run -- "$pc" compile "$work/k.cu" --arch sm_90 -o "$work/k3.cubin" 2>&1 >/dev/null)
+grep -q '1 compile(s) through the cache' <<<"$err" && ! grep -q 'nothing was compiled' <<<"$err" ||
+  fail "run of a command that compiled said: '$err'"
 # A relative path in the URI is made absolute: the command may change directory first.
 out=$(cd "$work" && "$pc" --cache "tiered:memory:|sqlite:rel.db" run -- sh -c 'cd / && echo "$PCACHE_URI"')
 [ "$out" = "tiered:memory:|sqlite:$work/rel.db" ] || fail "run exports a relative URI: $out"
