@@ -156,9 +156,10 @@ PCACHE_API pcache_status pcache_options_init(pcache_options *options, uint32_t s
  *   NULL or ""        the default cache: sqlite:$PCACHE_DIR/cache.db, else cache_uri in the
  *                     config files (docs/admin.md), else
  *                     sqlite:$XDG_CACHE_HOME/progcache/cache.db, else
- *                     sqlite:$HOME/.cache/progcache/cache.db ($HOME unset or empty: the home
- *                     in the passwd entry). $PCACHE_URI, when set and non-empty,
- *                     overrides all of these. Unless configured otherwise it is capped at 5 GiB.
+ *                     sqlite:$HOME/.cache/progcache/cache.db ($HOME unset, empty or
+ *                     relative: the home in the passwd entry). $PCACHE_URI, when set and
+ *                     non-empty, overrides all of these. Unless configured otherwise it is
+ *                     capped at 5 GiB.
  *   "memory:"         an in-process LRU cache that lives until pcache_close().
  *   "sqlite:PATH"     one SQLite database file (WAL, exact LRU); see docs/backends.md.
  *   "filestream:DIR"  one file per entry under DIR (atomic rename); see docs/backends.md.

@@ -225,7 +225,9 @@ std::vector<std::string> config_file_paths() {
 }
 
 std::string home_dir() {
-  if (const char *home = trusted_env("HOME"); home && *home) return home;
+  // A relative $HOME (a sandbox's "HOME=.") would put the default cache and the config file
+  // under each working directory: a different cache in every one.
+  if (const char *home = trusted_env("HOME"); home && *home == '/') return home;
   if (process_is_privileged()) return "";  // the caller's home is not the effective user's
   char buf[4096];
   struct passwd pw, *user = nullptr;

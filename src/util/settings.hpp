@@ -37,9 +37,9 @@ Setting lookup_setting(std::string_view key);
 // The config files looked at, system first (the user's is absent in privileged processes).
 std::vector<std::string> config_file_paths();
 
-// The user's home: $HOME, else (unset or empty, as under `env -i`, cron or a service) the
-// passwd entry's directory; "" in a privileged process without a trusted $HOME, or if neither
-// names an absolute path.
+// The user's home: $HOME, else (unset, empty or relative, as under `env -i`, cron, a service
+// or a sandbox) the passwd entry's directory; "" in a privileged process without a trusted $HOME,
+// or if neither names an absolute path.
 std::string home_dir();
 
 // path with a leading "~" or "~/" made home_dir(), as a shell would have: a path set where no

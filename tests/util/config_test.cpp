@@ -595,6 +595,13 @@ TEST_F(Config, WithoutHomeTheUsersFilesAreInThePasswdHome) {
   ASSERT_EQ(s.count("config_files"), 1u);
   EXPECT_EQ(s.at("config_files").first,
             "/etc/progcache.conf:" + home + "/.config/progcache/progcache.conf");
+  for (const char *unusable : {"", "relative/home"}) {  // set but empty, or relative: the same
+    ScopedEnv set("HOME", unusable);
+    EXPECT_EQ(settings(c).at("config_files").first,
+              "/etc/progcache.conf:" + home + "/.config/progcache/progcache.conf")
+        << "HOME=" << unusable;
+  }
+  ::unsetenv("HOME");
   // The default cache, looked for without creating anything (it need not exist here).
   const std::string db = home + "/.cache/progcache/cache.db";
   if (std::filesystem::exists(db)) return;
@@ -606,9 +613,12 @@ TEST_F(Config, WithoutHomeTheUsersFilesAreInThePasswdHome) {
   EXPECT_NE(std::string(pcache_last_error()).find("no cache at '" + db + "'"), std::string::npos)
       << pcache_last_error();
   EXPECT_FALSE(std::filesystem::exists(db));
-  ::setenv("HOME", "", 1);  // set but empty: the same
-  EXPECT_EQ(pcache_open(nullptr, &o, &h), PCACHE_NOT_FOUND);
-  EXPECT_NE(std::string(pcache_last_error()).find(db), std::string::npos) << pcache_last_error();
+  for (const char *unusable : {"", "relative/home"}) {  // set but empty, or relative: the same
+    ::setenv("HOME", unusable, 1);
+    EXPECT_EQ(pcache_open(nullptr, &o, &h), PCACHE_NOT_FOUND);
+    EXPECT_NE(std::string(pcache_last_error()).find(db), std::string::npos)
+        << "HOME=" << unusable << ": " << pcache_last_error();
+  }
 }
 
 // A leading ~/ in a cache path is the home, wherever the URI comes from: set where no shell
