@@ -266,13 +266,8 @@ TEST(BadInput, ASourceWithANulInsideIsRefusedAndTrailingNulsAreItsEnd) {
   const char *options[] = {"-arch=sm_90"};
   Handle cache("memory:");
   auto compile = [&](pcache *c, const std::string &source, std::string *bytes) {
-    pcache_program p;
-    pcache_program_init(&p, sizeof p);
-    p.name = "k.cu";
-    p.source = source.data();
-    p.source_size = source.size();
-    p.options = options;
-    p.num_options = 1;
+    pcache_program p = testutil::make_program("k.cu", source, options, 1);
+    p.source_size = source.size();  // the NULs inside count
     pcache_compiled *r = nullptr;
     const pcache_status st = pcache_compile(c, &p, &r);
     if (r && bytes) {
