@@ -76,11 +76,13 @@ PCACHE_API pcache_status pcache_admin_tier(pcache *cache, uint32_t tier, pcache 
 
 /**
  * Writes uri with every file path in it made absolute from the working directory (sqlite:,
- * filestream:, each tier of tiered:; other schemes unchanged), for handing a URI to another
- * process that may change directory (`progcache run` exports it as PCACHE_URI). *size is the
- * size of out on entry and the size needed (with the NUL) on return.
- * Returns PCACHE_OK; PCACHE_ERR_INVALID_ARG (NULL uri or size, not a cache URI, out NULL or too
- * small: *size then says how much is needed); PCACHE_ERR_IO (the working directory is gone).
+ * filestream:, each tier of tiered:; a leading "~/" as the home, as pcache_open() reads it;
+ * parameters kept; other schemes unchanged), for handing a URI to another process that may
+ * change directory (`progcache run` exports it as PCACHE_URI). *size is the size of out on
+ * entry and the size needed (with the NUL) on return.
+ * Returns PCACHE_OK; PCACHE_ERR_INVALID_ARG (NULL uri or size, not a cache URI, a "~user/" path
+ * or a "~/" one with no home, out NULL or too small: *size then says how much is needed);
+ * PCACHE_ERR_IO (the working directory is gone).
  * Thread safety: any thread. Since 0.5.
  */
 PCACHE_API pcache_status pcache_admin_absolute_uri(const char *uri, char *out, size_t *size);
