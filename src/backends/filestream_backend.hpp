@@ -13,6 +13,7 @@
 #include "backends/backend.hpp"
 #include "util/fsutil.hpp"
 #include "util/uri.hpp"
+#include "util/verified_records.hpp"
 
 namespace progcache {
 
@@ -22,6 +23,7 @@ class FileStreamBackend final : public Backend, public SharedCounters {
   ~FileStreamBackend() override;
 
   SharedBlob get(ByteView key, Access access) override;
+  void note_intact(const Blob &record) override { verified_.add(record.record_token()); }
   void put(ByteView key, Blob &&record, uint64_t payload_size) override;
   // Whether a file-stream cache is at dir (its format file is there; PCACHE_OPEN_EXISTING).
   static bool exists(const std::string &dir);
@@ -114,6 +116,7 @@ class FileStreamBackend final : public Backend, public SharedCounters {
   Fd tmp_fd_;
   std::atomic<int> meta_fd_{-1};
   std::atomic<uint64_t> meta_puts_{0};  // this process's; every kMetaTrimEvery-th trims
+  VerifiedRecords verified_;            // entries found intact within the second (note_intact)
   ForkSafeMutex shard_mutex_{ForkSafeMutex::kInner};
   std::array<std::atomic<int>, kShards> shard_fds_;
   // Descriptors of shard directories found replaced: other threads may still be using them,

@@ -430,8 +430,8 @@ SharedBlob SqliteBackend::get(ByteView key, Access access) {
   int64_t used_at = -1;
   {
     std::unique_lock lock(mutex_, std::try_to_lock);
-    if (!lock.owns_lock() && !get_with_reader(key, &blob, &used_at)) lock.lock();
-    if (lock.owns_lock()) blob = get_locked(key, &used_at);
+    if (!lock.owns_lock() && !get_with_reader(key, access, &blob, &used_at)) lock.lock();
+    if (lock.owns_lock()) blob = get_locked(key, access, &used_at);
   }
   if (blob && access == Access::use && recency_stale(used_at, touch_interval_ms_)) {
     const TouchDue due = note_touch(key);
@@ -466,7 +466,7 @@ int64_t SqliteBackend::use_of_row(sqlite3_stmt *row, bool record_only, RecentUse
   return used_at;
 }
 
-SharedBlob SqliteBackend::get_locked(ByteView key, int64_t *used_at) {
+SharedBlob SqliteBackend::get_locked(ByteView key, Access access, int64_t *used_at) {
   return with_recovery([&]() -> SharedBlob {
     const bool record_only = reads_record_only(recent_uses_, key);
     StmtScope q{stmt(record_only ? kGetRecord : kGet)};
@@ -479,13 +479,14 @@ SharedBlob SqliteBackend::get_locked(ByteView key, int64_t *used_at) {
     if (rc != SQLITE_ROW) fail(rc, "cannot read an entry");
     *used_at = use_of_row(q.s, record_only, recent_uses_, key);
     int read_rc = SQLITE_OK;
-    auto blob = read_record(db_, q.s, &read_rc);
+    auto blob = read_record(db_, db_serial_, q.s, access, &read_rc);
     if (!blob) fail(read_rc, "cannot read an entry");
     return blob;
   });
 }
 
-bool SqliteBackend::get_with_reader(ByteView key, SharedBlob *out, int64_t *used_at) {
+bool SqliteBackend::get_with_reader(ByteView key, Access access, SharedBlob *out,
+                                    int64_t *used_at) {
   Reader *reader = take_reader();
   if (!reader) return false;
   int rc;
@@ -499,7 +500,7 @@ bool SqliteBackend::get_with_reader(ByteView key, SharedBlob *out, int64_t *used
     });
     if (rc == SQLITE_ROW) {
       *used_at = use_of_row(q.s, record_only, reader->recent, key);
-      *out = read_record(reader->db, q.s, &rc);
+      *out = read_record(reader->db, reader->serial, q.s, access, &rc);
       if (*out) rc = SQLITE_DONE;
     }
   }
@@ -507,27 +508,40 @@ bool SqliteBackend::get_with_reader(ByteView key, SharedBlob *out, int64_t *used
   return rc == SQLITE_DONE;
 }
 
-// row: a kGet row, still stepped, so that the incremental read sees the row's own snapshot.
-SharedBlob SqliteBackend::read_record(sqlite3 *db, sqlite3_stmt *row, int *rc) {
+// row: a kGet or kGetRecord row, still stepped, so that the incremental read and the data
+// version see the row's own snapshot.
+SharedBlob SqliteBackend::read_record(sqlite3 *db, uint64_t serial, sqlite3_stmt *row,
+                                      Access access, int *rc) {
+  std::shared_ptr<Blob> blob;
   if (libsqlite().sqlite3_column_type(row, 0) != SQLITE_NULL) {
     const int n = libsqlite().sqlite3_column_bytes(row, 0);
-    auto blob = std::make_shared<Blob>(Blob::for_read(static_cast<size_t>(n)));
+    blob = std::make_shared<Blob>(Blob::for_read(static_cast<size_t>(n)));
     if (n)
       std::memcpy(blob->data(), libsqlite().sqlite3_column_blob(row, 0), static_cast<size_t>(n));
-    return blob;
+  } else {
+    sqlite3_blob *incremental = nullptr;
+    *rc = libsqlite().sqlite3_blob_open(db, "main", "entries", "record",
+                                        libsqlite().sqlite3_column_int64(row, 1), 0, &incremental);
+    struct CloseBlob {
+      sqlite3_blob *b;
+      ~CloseBlob() { libsqlite().sqlite3_blob_close(b); }
+    } close_blob{incremental};
+    if (*rc != SQLITE_OK) return nullptr;
+    const int n = libsqlite().sqlite3_blob_bytes(incremental);
+    blob = std::make_shared<Blob>(Blob::for_read(static_cast<size_t>(n)));
+    *rc = libsqlite().sqlite3_blob_read(incremental, blob->data(), n, 0);
+    if (*rc != SQLITE_OK) return nullptr;
   }
-  sqlite3_blob *incremental = nullptr;
-  *rc = libsqlite().sqlite3_blob_open(db, "main", "entries", "record",
-                                      libsqlite().sqlite3_column_int64(row, 1), 0, &incremental);
-  struct CloseBlob {
-    sqlite3_blob *b;
-    ~CloseBlob() { libsqlite().sqlite3_blob_close(b); }
-  } close_blob{incremental};
-  if (*rc != SQLITE_OK) return nullptr;
-  const int n = libsqlite().sqlite3_blob_bytes(incremental);
-  auto blob = std::make_shared<Blob>(Blob::for_read(static_cast<size_t>(n)));
-  *rc = libsqlite().sqlite3_blob_read(incremental, blob->data(), n, 0);
-  return *rc == SQLITE_OK ? blob : nullptr;
+  // A peek (verify, export) always hashes what it reads.
+  unsigned int version = 0;
+  if (serial && access == Access::use && blob->size() >= VerifiedRecords::kMinRecordSize &&
+      libsqlite().sqlite3_file_control(db, "main", SQLITE_FCNTL_DATA_VERSION, &version) ==
+          SQLITE_OK) {
+    const uint64_t token = VerifiedRecords::token_of_row(
+        serial, version, libsqlite().sqlite3_column_int64(row, 1), blob->size());
+    blob->set_record_token(token, verified_.vouches_for(token));
+  }
+  return blob;
 }
 
 bool SqliteBackend::delete_entry_locked(ByteView key, Totals *t, int64_t *rowid) {

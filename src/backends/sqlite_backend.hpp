@@ -16,6 +16,7 @@
 #include "backends/backend.hpp"
 #include "backends/counter_journal.hpp"
 #include "util/uri.hpp"
+#include "util/verified_records.hpp"
 
 struct sqlite3;
 struct sqlite3_stmt;
@@ -28,6 +29,7 @@ class SqliteBackend final : public Backend, public SharedCounters {
   ~SqliteBackend() override;
 
   SharedBlob get(ByteView key, Access access) override;
+  void note_intact(const Blob &record) override { verified_.add(record.record_token()); }
   void put(ByteView key, Blob &&record, uint64_t payload_size) override;
   // Whether a database is at path (PCACHE_OPEN_EXISTING).
   static bool exists(const std::string &path);
@@ -138,11 +140,12 @@ class SqliteBackend final : public Backend, public SharedCounters {
     sqlite3_stmt *get = nullptr;
     sqlite3_stmt *get_record = nullptr;  // kGetRecord
     uint64_t generation = 0;             // the main connection's generation it was opened against
+    uint64_t serial = 0;                 // next_connection_serial
     RecentUses recent;
   };
   // *used_at: the entry's last use in whole seconds, -1 where it has no recency row (now for an
   // entry the connection knows as used within the interval: see RecentUses).
-  SharedBlob get_locked(ByteView key, int64_t *used_at);
+  SharedBlob get_locked(ByteView key, Access access, int64_t *used_at);
   // Whether a hit on key may run kGetRecord (the record alone) on a connection knowing recent.
   bool reads_record_only(RecentUses &recent, ByteView key) const;
   // A hit's entry's last use, from its kGet row (remembered in recent when within the interval),
@@ -150,7 +153,7 @@ class SqliteBackend final : public Backend, public SharedCounters {
   int64_t use_of_row(sqlite3_stmt *row, bool record_only, RecentUses &recent, ByteView key) const;
   // Answers a lookup on a reader; false when no reader could answer (the caller then takes the
   // main connection, which reports errors and repairs damage).
-  bool get_with_reader(ByteView key, SharedBlob *out, int64_t *used_at);
+  bool get_with_reader(ByteView key, Access access, SharedBlob *out, int64_t *used_at);
   Reader *take_reader();
   // healthy: the reader answered without an error and may be reused.
   void return_reader(Reader *reader, bool healthy);
@@ -163,8 +166,14 @@ class SqliteBackend final : public Backend, public SharedCounters {
   // The main connection's WAL hook (arg: the backend): once the WAL holds kWalCheckpointPages
   // frames, a checkpoint that also empties the file, without waiting for anyone.
   static int checkpoint_when_full(void *arg, sqlite3 *db, const char *schema, int frames);
-  // The record of a kGet row (one copy, whatever its size); nullptr with *rc set on failure.
-  static SharedBlob read_record(sqlite3 *db, sqlite3_stmt *row, int *rc);
+  // The record of a kGet or kGetRecord row (one copy, whatever its size), read on the
+  // connection db numbered serial (0: one whose hits are never vouched for); nullptr with *rc
+  // set on failure. For a use, the record carries its row's token in the row's snapshot and
+  // whether verified_ vouches for it.
+  SharedBlob read_record(sqlite3 *db, uint64_t serial, sqlite3_stmt *row, Access access, int *rc);
+  // A number no other connection of this process has had: what makes a snapshot's data version
+  // name one database state (VerifiedRecords::token_of_row).
+  static uint64_t next_connection_serial();
   enum class TouchDue { later, if_free, now };
   // Records a hit's touch, and says whether the pending touches are due to be written.
   TouchDue note_touch(ByteView key);
@@ -205,6 +214,8 @@ class SqliteBackend final : public Backend, public SharedCounters {
   bool wal_ = true;
   ForkSafeMutex mutex_{ForkSafeMutex::kMiddle};
   sqlite3 *db_ = nullptr;
+  uint64_t db_serial_ = 0;    // db_'s next_connection_serial; 0: its hits are never vouched for
+  VerifiedRecords verified_;  // rows found intact within the second, by snapshot (note_intact)
   sqlite3_stmt *stmts_[kStmtCount] = {};
   bool read_only_ = false;
   bool memo_table_ready_ = false;  // this connection made sure the memo table exists

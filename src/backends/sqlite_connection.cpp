@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cctype>
 #include <cerrno>
 #include <climits>
@@ -233,6 +234,9 @@ void SqliteBackend::open_connection() {
   libsqlite().sqlite3_db_config(db_, SQLITE_DBCONFIG_TRUSTED_SCHEMA, 0, nullptr);
   const std::string net = network_fs_name(dir);
   wal_ = net.empty();
+  // Hits vouched for by snapshot (read_record) only on a connection SQLite tells every commit
+  // to: not an immutable snapshot of a database this process cannot write.
+  db_serial_ = wal_ && !read_only_ ? next_connection_serial() : 0;
   wal_frames_ = 0;
   journal_.reset();
   if (wal_) journal_.emplace(path_ + "-counters", config_.modes.file, db_ino_);
@@ -329,6 +333,7 @@ void SqliteBackend::disconnect(bool abandon) {
   // forbids using or closing it in the child) and its memory is abandoned.
   for (auto &s : stmts_) s = nullptr;
   db_ = nullptr;
+  db_serial_ = 0;
 }
 
 int SqliteBackend::checkpoint_when_full(void *arg, sqlite3 *db, const char *schema, int frames) {
@@ -351,6 +356,11 @@ int SqliteBackend::checkpoint_when_full(void *arg, sqlite3 *db, const char *sche
   libsqlite().sqlite3_wal_checkpoint_v2(db, schema, SQLITE_CHECKPOINT_TRUNCATE, nullptr, nullptr);
   libsqlite().sqlite3_busy_timeout(db, static_cast<SqliteBackend *>(arg)->busy_timeout_ms_);
   return SQLITE_OK;
+}
+
+uint64_t SqliteBackend::next_connection_serial() {
+  static constinit std::atomic<uint64_t> serials{0};
+  return serials.fetch_add(1, std::memory_order_relaxed) + 1;
 }
 
 void SqliteBackend::enable_readers() {
@@ -439,7 +449,10 @@ SqliteBackend::Reader *SqliteBackend::open_reader(uint64_t generation, dev_t dev
          libsqlite().sqlite3_prepare_v3(r->db, sql_text(kGetRecord), -1, SQLITE_PREPARE_PERSISTENT,
                                         &r->get_record, nullptr) == SQLITE_OK;
   }
-  if (ok) return r;
+  if (ok) {
+    r->serial = next_connection_serial();
+    return r;
+  }
   close_reader(r);
   std::lock_guard lock(readers_mutex_);
   if (reader_generation_ == generation) readers_enabled_ = false;  // not again for this file

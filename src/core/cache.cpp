@@ -167,8 +167,11 @@ std::optional<Hit> Cache::read(ByteView key, Access access, bool count_hits, boo
   }
   std::string why;
   const bool from_storage = !backend_->in_process();
+  // The MAC is checked on every read: a file's identity vouches against damage, not forgery.
+  const bool verify_checksum = from_storage && !record->vouched();
   auto parts =
-      decode_entry(record->view(), key, from_storage, &why, from_storage ? mac_.get() : nullptr);
+      decode_entry(record->view(), key, verify_checksum, &why, from_storage ? mac_.get() : nullptr);
+  if (parts && verify_checksum && record->record_token()) backend_->note_intact(*record);
   if (parts && parts->compressed) {
     if (auto plain = inflate_entry(*parts, &why)) {
       record = std::make_shared<const Blob>(std::move(*plain));

@@ -61,7 +61,12 @@ class Blob {
     b.capacity_ = size;  // at least: the other library's block may be larger
     return b;
   }
-  Blob(Blob &&o) noexcept : base_(o.base_), size_(o.size_), capacity_(o.capacity_) {
+  Blob(Blob &&o) noexcept
+      : base_(o.base_),
+        size_(o.size_),
+        capacity_(o.capacity_),
+        record_token_(o.record_token_),
+        vouched_(o.vouched_) {
     o.base_ = nullptr;
     o.size_ = 0;
   }
@@ -71,6 +76,8 @@ class Blob {
       base_ = o.base_;
       size_ = o.size_;
       capacity_ = o.capacity_;
+      record_token_ = o.record_token_;
+      vouched_ = o.vouched_;
       o.base_ = nullptr;
       o.size_ = 0;
     }
@@ -94,6 +101,15 @@ class Blob {
     }
     size_ = n;
   }
+  // For a record a store read for a hit: its token (util/verified_records.hpp; 0: none), and
+  // whether the store vouches that the same stored bytes were found intact already, so that
+  // hashing them again would only cost time (Backend::note_intact).
+  uint64_t record_token() const { return record_token_; }
+  bool vouched() const { return vouched_; }
+  void set_record_token(uint64_t token, bool vouched) {
+    record_token_ = token;
+    vouched_ = vouched;
+  }
   // Gives up ownership of the whole block, of *capacity bytes; the caller frees it with
   // std::free or keep_spare_block.
   uint8_t *release_block(size_t *capacity) {
@@ -108,6 +124,8 @@ class Blob {
   uint8_t *base_ = nullptr;
   size_t size_ = 0;
   size_t capacity_ = 0;  // the block's size in bytes
+  uint64_t record_token_ = 0;
+  bool vouched_ = false;
 };
 
 using SharedBlob = std::shared_ptr<const Blob>;

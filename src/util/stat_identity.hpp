@@ -41,6 +41,18 @@ struct StatIdentity {
     const int64_t newest = mtime_ns > ctime_ns ? mtime_ns : ctime_ns;
     return now_ns - newest < kRacySeconds * 1000000000;
   }
+  // true when any later change to the file must show in its identity. coarse_before is
+  // CLOCK_REALTIME_COARSE read before the stat: the clock the kernel stamps changes with, so a
+  // change after the stat is stamped at least that, and a file last changed before it cannot
+  // change again and keep its times. Where the file system keeps whole seconds only (both
+  // times without a fraction), a change may be stamped earlier than it happened, and the file
+  // must instead have settled kRacySeconds before.
+  bool settled_before(const struct timespec &coarse_before) const {
+    const int64_t before_ns = int64_t(coarse_before.tv_sec) * 1000000000 + coarse_before.tv_nsec;
+    const int64_t newest = mtime_ns > ctime_ns ? mtime_ns : ctime_ns;
+    const bool whole_seconds = mtime_ns % 1000000000 == 0 && ctime_ns % 1000000000 == 0;
+    return before_ns - newest > (whole_seconds ? kRacySeconds * 1000000000 : 0);
+  }
 };
 
 }  // namespace progcache

@@ -1,0 +1,373 @@
+// A file-stream or SQLite hit on a record this process found intact within the second, stored the
+// same way since, is not hashed again (util/verified_records.hpp). What must hold: the skip happens
+// only then; any change to the file or any commit, even at once, makes the next hit hash it; a
+// peek always hashes; the MAC is always checked.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <sqlite3.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <string>
+#include <thread>
+
+#include "core/cache.hpp"
+#include "test_util.hpp"
+#include "util/fsutil.hpp"
+#include "util/stat_identity.hpp"
+#include "util/verified_records.hpp"
+#include "util/warning.hpp"
+
+using namespace progcache;
+using testutil::TempDir;
+
+namespace {
+
+constexpr int64_t kSecond = 1000000000;
+
+timespec at_ns(int64_t ns) {
+  return {time_t(ns / kSecond), long(ns % kSecond)};
+}
+
+StatIdentity identity_with(int64_t mtime_ns, int64_t ctime_ns) {
+  StatIdentity id;
+  id.dev = 1;
+  id.ino = 2;
+  id.size = 65536;
+  id.mtime_ns = mtime_ns;
+  id.ctime_ns = ctime_ns;
+  return id;
+}
+
+// Hits that never refresh the entry's mtime (a refresh is a change: the next hit hashes again).
+std::string fs_uri(const TempDir &d) {
+  return "filestream:" + (d / "fs") + "?touch_interval_ms=3600000";
+}
+
+std::string payload(size_t n, char seed) {
+  std::string s(n, '\0');
+  for (size_t i = 0; i < n; ++i) s[i] = char(seed + i * 7);
+  return s;
+}
+
+std::string only_entry_file(const std::string &dir) {
+  std::string found;
+  for (const std::string &f : testutil::list_files(dir)) {
+    const std::string rel = f.substr(dir.size() + 1);
+    if (rel.size() == 2 + 1 + 32 && rel[2] == '/') {
+      EXPECT_TRUE(found.empty()) << "more than one entry file";
+      found = f;
+    }
+  }
+  return found;
+}
+
+// Waits until the coarse clock has passed the file's last change, so that a hit may vouch for it.
+void wait_until_settled(const std::string &path) {
+  for (int i = 0; i < 200; ++i) {
+    struct stat st;
+    EXPECT_EQ(::stat(path.c_str(), &st), 0);
+    timespec now;
+    ::clock_gettime(CLOCK_REALTIME_COARSE, &now);
+    if (StatIdentity::of(st).settled_before(now)) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  ADD_FAILURE() << path << " never settled";
+}
+
+// Returns early in a second of the monotonic clock (a token's lifetime), so that what follows
+// within a few hundred milliseconds falls in the same second.
+void wait_for_the_start_of_a_second() {
+  timespec now;
+  do {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    ::clock_gettime(CLOCK_MONOTONIC_COARSE, &now);
+  } while (now.tv_nsec > 300000000);
+}
+
+void flip_byte_in_place(const std::string &path, off_t offset) {
+  const int fd = ::open(path.c_str(), O_RDWR);
+  ASSERT_GE(fd, 0);
+  char c;
+  ASSERT_EQ(::pread(fd, &c, 1, offset), 1);
+  c = char(c ^ 0x20);
+  ASSERT_EQ(::pwrite(fd, &c, 1, offset), 1);
+  ::close(fd);
+}
+
+std::string payload_of(const Hit &hit) {
+  return std::string(hit.payload.str());
+}
+
+}  // namespace
+
+TEST(VerifiedRecords, AFileChangedSinceTheClockWasReadIsNeverVouchedFor) {
+  const int64_t t = 1700000000 * kSecond + 123456789;
+  // Fine timestamps: settled once the coarse clock read before the stat is past the last change.
+  EXPECT_FALSE(identity_with(t, t).settled_before(at_ns(t)));
+  EXPECT_FALSE(identity_with(t - 5, t).settled_before(at_ns(t)));
+  EXPECT_TRUE(identity_with(t - 5, t - 1).settled_before(at_ns(t)));
+  EXPECT_FALSE(identity_with(t + kSecond, t - 1).settled_before(at_ns(t)))
+      << "an mtime set into the future is a change not yet settled";
+  // Whole seconds only (a file system without sub-second times): two seconds before.
+  const int64_t whole = 1700000000 * kSecond;
+  EXPECT_FALSE(identity_with(whole, whole).settled_before(at_ns(whole + kSecond)));
+  EXPECT_FALSE(identity_with(whole, whole).settled_before(at_ns(whole + 2 * kSecond)));
+  EXPECT_TRUE(identity_with(whole, whole).settled_before(at_ns(whole + 2 * kSecond + 1)));
+
+  EXPECT_EQ(VerifiedRecords::token_of_file(identity_with(t, t), at_ns(t)), 0u);
+}
+
+TEST(VerifiedRecords, OnlyTheIdentityAddedIsVouchedFor) {
+  const int64_t t = 1700000000 * kSecond + 123456789;
+  const timespec later = at_ns(t + kSecond);
+  VerifiedRecords verified;
+  wait_for_the_start_of_a_second();  // every token below made in one second
+  const uint64_t token = VerifiedRecords::token_of_file(identity_with(t, t), later);
+  ASSERT_NE(token, 0u);
+  EXPECT_FALSE(verified.vouches_for(token));
+  verified.add(token);
+  EXPECT_TRUE(verified.vouches_for(token));
+  EXPECT_FALSE(verified.vouches_for(0));
+  verified.add(0);
+  EXPECT_FALSE(verified.vouches_for(0));
+  // Any field changed is another file.
+  StatIdentity other = identity_with(t, t);
+  for (int field = 0; field < 5; ++field) {
+    StatIdentity changed = other;
+    switch (field) {
+      case 0:
+        changed.dev += 1;
+        break;
+      case 1:
+        changed.ino += 1;
+        break;
+      case 2:
+        changed.size -= 1;
+        break;
+      case 3:
+        changed.mtime_ns -= 1;
+        break;
+      default:
+        changed.ctime_ns -= 1;
+        break;
+    }
+    const uint64_t changed_token = VerifiedRecords::token_of_file(changed, later);
+    EXPECT_NE(changed_token, 0u);
+    EXPECT_FALSE(verified.vouches_for(changed_token)) << "field " << field;
+  }
+}
+
+// A 64 KiB entry read twice: the second hit is vouched for. An in-place change of the same size
+// after it is found by the next hit, whether that hit comes at once (within the clock's tick) or
+// once the change has settled (still in the second of the vouched hit: only the file's identity
+// tells), and with the change's mtime put back (its ctime still tells).
+TEST(VouchedRead, AnyChangeToAVouchedFileIsHashedAgain) {
+  for (const bool settle_first : {false, true}) {
+    for (const bool restore_mtime : {false, true}) {
+      SCOPED_TRACE(std::string(settle_first ? "settled" : "at once") +
+                   (restore_mtime ? ", mtime put back" : ""));
+      TempDir d;
+      auto cache = Cache::open(fs_uri(d), CacheOptions{});
+      const std::string value = payload(65536, 'a');
+      cache->put(ByteView(std::string_view("k")), ByteView(value));
+      const std::string file = only_entry_file(d / "fs");
+      ASSERT_FALSE(file.empty());
+      wait_until_settled(file);
+      wait_for_the_start_of_a_second();  // every hit below in one second
+      auto first = cache->get(ByteView(std::string_view("k")));
+      ASSERT_TRUE(first);
+      EXPECT_FALSE(first->record->vouched());
+      EXPECT_NE(first->record->record_token(), 0u);
+      auto second = cache->get(ByteView(std::string_view("k")));
+      ASSERT_TRUE(second);
+      EXPECT_TRUE(second->record->vouched());
+      EXPECT_EQ(payload_of(*second), value);
+
+      struct stat before;
+      ASSERT_EQ(::stat(file.c_str(), &before), 0);
+      flip_byte_in_place(file, off_t(before.st_size) - 100);
+      if (restore_mtime) {
+        const timespec times[2] = {before.st_atim, before.st_mtim};
+        ASSERT_EQ(::utimensat(AT_FDCWD, file.c_str(), times, 0), 0);
+      }
+      if (settle_first) wait_until_settled(file);
+      EXPECT_FALSE(cache->get(ByteView(std::string_view("k")))) << "a changed file was vouched for";
+      EXPECT_EQ(cache->stats().corrupt, 1u);
+    }
+  }
+}
+
+TEST(VouchedRead, PeeksAndSmallEntriesAreAlwaysHashed) {
+  TempDir d;
+  auto cache = Cache::open("filestream:" + (d / "fs"), CacheOptions{});
+  cache->put(ByteView(std::string_view("big")), ByteView(payload(65536, 'b')));
+  cache->put(ByteView(std::string_view("small")), ByteView(payload(4096, 's')));
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  for (int i = 0; i < 2; ++i) {
+    std::string damage;
+    auto peeked = cache->peek(ByteView(std::string_view("big")), &damage);
+    ASSERT_TRUE(peeked);
+    EXPECT_EQ(peeked->record->record_token(), 0u);
+    EXPECT_FALSE(peeked->record->vouched());
+    auto small = cache->get(ByteView(std::string_view("small")));
+    ASSERT_TRUE(small);
+    EXPECT_EQ(small->record->record_token(), 0u);
+    EXPECT_FALSE(small->record->vouched());
+  }
+}
+
+// What the cache does with a record its store vouches for, shown by making the store vouch for a
+// damaged file (as if the damage had come with no change to the file's identity): the checksum
+// is skipped, the MAC is not, and a peek still finds the damage.
+TEST(VouchedRead, AVouchedRecordSkipsTheChecksumButNeverTheMac) {
+  for (const bool signed_cache : {false, true}) {
+    TempDir d;
+    CacheOptions options;
+    if (signed_cache) options.secret = std::string(32, 'S');
+    auto cache = Cache::open(fs_uri(d), options);
+    const std::string value = payload(65536, 'm');
+    cache->put(ByteView(std::string_view("k")), ByteView(value));
+    const std::string file = only_entry_file(d / "fs");
+    ASSERT_FALSE(file.empty());
+    struct stat st;
+    ASSERT_EQ(::stat(file.c_str(), &st), 0);
+    flip_byte_in_place(file, off_t(st.st_size) - 100);  // in the payload
+    wait_until_settled(file);
+    wait_for_the_start_of_a_second();  // the token told and the get in one second
+    ASSERT_EQ(::stat(file.c_str(), &st), 0);
+    timespec coarse;
+    ::clock_gettime(CLOCK_REALTIME_COARSE, &coarse);
+    Blob told(1);
+    told.set_record_token(VerifiedRecords::token_of_file(StatIdentity::of(st), coarse), false);
+    cache->backend().note_intact(told);
+    thread_messages().warning.clear();
+    const auto hit = cache->get(ByteView(std::string_view("k")));
+    if (signed_cache) {
+      EXPECT_FALSE(hit) << "a vouched record was returned without its MAC checked";
+      EXPECT_NE(thread_messages().warning.find("MAC does not match"), std::string::npos)
+          << thread_messages().warning;
+      continue;
+    }
+    ASSERT_TRUE(hit);
+    EXPECT_TRUE(hit->record->vouched());
+    EXPECT_NE(payload_of(*hit), value) << "the damaged bytes, unhashed";
+    std::string damage;
+    EXPECT_FALSE(cache->peek(ByteView(std::string_view("k")), &damage));
+    EXPECT_EQ(damage, "entry checksum mismatch");
+  }
+}
+
+namespace {
+
+std::string g_file_to_damage;
+
+// Before the entry's read: damages the file in place, as a writer racing the hit would.
+int damage_during_read(sys::Op op) {
+  if (op == sys::Op::read && !g_file_to_damage.empty()) {
+    struct stat st;
+    if (::stat(g_file_to_damage.c_str(), &st) == 0)
+      flip_byte_in_place(g_file_to_damage, off_t(st.st_size) - 100);
+    g_file_to_damage.clear();
+  }
+  return 0;
+}
+
+}  // namespace
+
+// A file that changes between the hit's fstat (which found it vouched for) and its read is hashed.
+TEST(VouchedRead, AFileChangedWhileItIsReadIsHashed) {
+  TempDir d;
+  auto cache = Cache::open(fs_uri(d), CacheOptions{});
+  const std::string value = payload(65536, 'r');
+  cache->put(ByteView(std::string_view("k")), ByteView(value));
+  const std::string file = only_entry_file(d / "fs");
+  ASSERT_FALSE(file.empty());
+  wait_until_settled(file);
+  wait_for_the_start_of_a_second();
+  ASSERT_TRUE(cache->get(ByteView(std::string_view("k"))));
+  g_file_to_damage = file;
+  sys::set_fault_hook(damage_during_read);
+  const auto hit = cache->get(ByteView(std::string_view("k")));
+  sys::set_fault_hook(nullptr);
+  EXPECT_TRUE(g_file_to_damage.empty()) << "the hook never ran";
+  EXPECT_FALSE(hit) << "bytes changed during the read were vouched for";
+  EXPECT_EQ(cache->stats().corrupt, 1u);
+}
+
+namespace {
+
+std::string sqlite_uri(const TempDir &d) {
+  return "sqlite:" + (d / "c.db") + "?touch_interval_ms=3600000";
+}
+
+// Flips one byte of key's stored record through a connection of its own: a commit, as any other
+// writer's.
+void damage_row(const std::string &db_path, const std::string &key) {
+  sqlite3 *db = nullptr;
+  ASSERT_EQ(sqlite3_open(db_path.c_str(), &db), SQLITE_OK);
+  sqlite3_busy_timeout(db, 5000);
+  sqlite3_stmt *read = nullptr;
+  ASSERT_EQ(sqlite3_prepare_v2(db, "SELECT record FROM entries WHERE key = ?1", -1, &read, nullptr),
+            SQLITE_OK);
+  sqlite3_bind_blob(read, 1, key.data(), int(key.size()), SQLITE_TRANSIENT);
+  ASSERT_EQ(sqlite3_step(read), SQLITE_ROW);
+  std::string record(static_cast<const char *>(sqlite3_column_blob(read, 0)),
+                     size_t(sqlite3_column_bytes(read, 0)));
+  sqlite3_finalize(read);
+  record[record.size() - 100] = char(record[record.size() - 100] ^ 0x20);
+  sqlite3_stmt *write = nullptr;
+  ASSERT_EQ(
+      sqlite3_prepare_v2(db, "UPDATE entries SET record = ?1 WHERE key = ?2", -1, &write, nullptr),
+      SQLITE_OK);
+  sqlite3_bind_blob(write, 1, record.data(), int(record.size()), SQLITE_TRANSIENT);
+  sqlite3_bind_blob(write, 2, key.data(), int(key.size()), SQLITE_TRANSIENT);
+  ASSERT_EQ(sqlite3_step(write), SQLITE_DONE);
+  sqlite3_finalize(write);
+  sqlite3_close(db);
+}
+
+}  // namespace
+
+// A SQLite hit is vouched for by its connection's snapshot: the same row in an unchanged database,
+// within the second. Any commit, by any connection, makes the next hit hash again.
+TEST(VouchedRead, ACommitMakesTheNextSqliteHitHashAgain) {
+  for (const size_t size : {size_t(65536), size_t(24 * 1024)}) {  // an incremental read, a column
+    TempDir d;
+    auto cache = Cache::open(sqlite_uri(d), CacheOptions{});
+    const std::string value = payload(size, 'q');
+    const std::string_view key = "k";
+    cache->put(ByteView(key), ByteView(value));
+    wait_for_the_start_of_a_second();
+    auto first = cache->get(ByteView(key));
+    ASSERT_TRUE(first);
+    EXPECT_NE(first->record->record_token(), 0u);
+    EXPECT_FALSE(first->record->vouched());
+    auto second = cache->get(ByteView(key));
+    ASSERT_TRUE(second);
+    EXPECT_TRUE(second->record->vouched()) << size;
+    EXPECT_EQ(payload_of(*second), value);
+
+    damage_row(d / "c.db", std::string(key));
+    EXPECT_FALSE(cache->get(ByteView(key))) << "a row changed by a commit was vouched for";
+    EXPECT_EQ(cache->stats().corrupt, 1u);
+  }
+}
+
+TEST(VouchedRead, SqlitePeeksAndSmallEntriesAreAlwaysHashed) {
+  TempDir d;
+  auto cache = Cache::open(sqlite_uri(d), CacheOptions{});
+  cache->put(ByteView(std::string_view("big")), ByteView(payload(65536, 'b')));
+  cache->put(ByteView(std::string_view("small")), ByteView(payload(4096, 's')));
+  for (int i = 0; i < 2; ++i) {
+    std::string damage;
+    auto peeked = cache->peek(ByteView(std::string_view("big")), &damage);
+    ASSERT_TRUE(peeked);
+    EXPECT_EQ(peeked->record->record_token(), 0u);
+    auto small = cache->get(ByteView(std::string_view("small")));
+    ASSERT_TRUE(small);
+    EXPECT_EQ(small->record->record_token(), 0u);
+    EXPECT_FALSE(small->record->vouched());
+  }
+}
