@@ -43,15 +43,20 @@ struct StatIdentity {
   }
   // true when any later change to the file must show in its identity. coarse_before is
   // CLOCK_REALTIME_COARSE read before the stat: the clock the kernel stamps changes with, so a
-  // change after the stat is stamped at least that, and a file last changed before it cannot
-  // change again and keep its times. Where the file system keeps whole seconds only (both
-  // times without a fraction), a change may be stamped earlier than it happened, and the file
-  // must instead have settled kRacySeconds before.
+  // change after the stat is stamped at least that, truncated to the file system's granularity.
+  // That granularity is taken as the largest power of ten both times are multiples of (1 ns on
+  // ext4, XFS, btrfs, tmpfs, almost always; 10 ms on exFAT; whole seconds, taken as
+  // kRacySeconds since FAT keeps two): a file last changed at least that long before the clock
+  // was read cannot change again and keep its times.
   bool settled_before(const struct timespec &coarse_before) const {
     const int64_t before_ns = int64_t(coarse_before.tv_sec) * 1000000000 + coarse_before.tv_nsec;
     const int64_t newest = mtime_ns > ctime_ns ? mtime_ns : ctime_ns;
-    const bool whole_seconds = mtime_ns % 1000000000 == 0 && ctime_ns % 1000000000 == 0;
-    return before_ns - newest > (whole_seconds ? kRacySeconds * 1000000000 : 0);
+    return before_ns - newest >= apparent_granularity_ns();
+  }
+  int64_t apparent_granularity_ns() const {
+    int64_t g = 1;
+    while (g < 1000000000 && mtime_ns % (g * 10) == 0 && ctime_ns % (g * 10) == 0) g *= 10;
+    return g == 1000000000 ? kRacySeconds * 1000000000 : g;
   }
 };
 

@@ -113,8 +113,13 @@ TEST(VerifiedRecords, AFileChangedSinceTheClockWasReadIsNeverVouchedFor) {
   // Whole seconds only (a file system without sub-second times): two seconds before.
   const int64_t whole = 1700000000 * kSecond;
   EXPECT_FALSE(identity_with(whole, whole).settled_before(at_ns(whole + kSecond)));
-  EXPECT_FALSE(identity_with(whole, whole).settled_before(at_ns(whole + 2 * kSecond)));
-  EXPECT_TRUE(identity_with(whole, whole).settled_before(at_ns(whole + 2 * kSecond + 1)));
+  EXPECT_FALSE(identity_with(whole, whole).settled_before(at_ns(whole + 2 * kSecond - 1)));
+  EXPECT_TRUE(identity_with(whole, whole).settled_before(at_ns(whole + 2 * kSecond)));
+  // Hundredths of a second (exFAT): a change within the same hundredth keeps the times.
+  const int64_t hundredths = whole + 340000000;
+  EXPECT_FALSE(identity_with(hundredths, hundredths).settled_before(at_ns(hundredths + 9999999)));
+  EXPECT_TRUE(identity_with(hundredths, hundredths).settled_before(at_ns(hundredths + 10000000)));
+  EXPECT_FALSE(identity_with(whole, hundredths).settled_before(at_ns(hundredths + 9999999)));
 
   EXPECT_EQ(VerifiedRecords::token_of_file(identity_with(t, t), at_ns(t)), 0u);
 }
