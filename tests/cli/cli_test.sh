@@ -32,6 +32,21 @@ want='^' check "compile -o - writes only the binary to stdout" 0 bash -c "'$pc' 
 want='^hit: .*_Z9scale_addIfEvPT_PKS0_S0_i' check "... and its report to stderr" 0 bash -c "'$pc' compile '$kernel' --name-expression 'scale_add<float>' -o - -- --std=c++17 2>&1 >/dev/null | tr '\n' ' '"
 want='option\[0\] +stored --gpu-architecture=sm_90, now --gpu-architecture=sm_80' check "explain names the option" 1 "$pc" explain "$kernel" --arch sm_80 --name-expression 'scale_add<float>' -- --std=c++17
 want='^hit: ' check "explain of a cached program" 0 "$pc" explain "$kernel" --name-expression 'scale_add<float>' -- --std=c++17
+# deps: one path a line, present or absent, in the order NVRTC looks; a program never compiled
+# through the cache is listed from the include scan, and a note on stderr says so and what the
+# scan could not follow.
+mkdir -p "$work/deps"
+printf '#include "here.h"\n#if __has_include("maybe.h")\n#include "maybe.h"\n#endif\n__global__ void k() {}\n' >"$work/deps/k.cu"
+: >"$work/deps/here.h"
+want="^present $work/deps/here.h\$" check "deps lists a header read" 0 "$pc" deps "$work/deps/k.cu"
+want="^absent  $work/deps/maybe.h\$" check "deps lists a place probed" 0 "$pc" deps "$work/deps/k.cu"
+want='^note: this program has not been compiled through this cache$' check "deps says a list is predicted" 0 "$pc" deps "$work/deps/k.cu"
+want='^stdout: paths only$' check "deps: the note is not on stdout" 0 bash -c "'$pc' deps '$work/deps/k.cu' 2>/dev/null | grep -qv '^present \\|^absent ' && echo stray || echo 'stdout: paths only'"
+printf '#include "big.h"\n__global__ void k() {}\n' >"$work/deps/big.cu"
+truncate -s 65M "$work/deps/big.h"
+want='^note: .*incomplete: .*larger than 64 MiB' check "deps names what the scan could not follow" 0 "$pc" deps "$work/deps/big.cu"
+printf '__global__ void k(const char **s) { *s = __TIME__; }\n' >"$work/deps/t.cu"
+want='^uncacheable: .*__TIME__' check "deps of an uncacheable program" 1 "$pc" deps "$work/deps/t.cu"
 want='hits: +[1-9]' check "stats shows shared hits" 0 "$pc" stats
 want='compile time saved' check "stats shows time saved" 0 "$pc" stats
 want=' cubin +13\.|cubin +1[2-9]\.' check "ls shows the entry" 0 "$pc" ls
