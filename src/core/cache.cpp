@@ -167,7 +167,7 @@ std::optional<Hit> Cache::read(ByteView key, Access access, bool count_hits, boo
   }
   std::string why;
   const bool from_storage = !backend_->in_process();
-  // The MAC is checked on every read: a file's identity vouches against damage, not forgery.
+  // The MAC is checked on every read: a store's vouch is against damage, not forgery.
   const bool verify_checksum = from_storage && !record->vouched();
   auto parts =
       decode_entry(record->view(), key, verify_checksum, &why, from_storage ? mac_.get() : nullptr);

@@ -20,7 +20,7 @@
 // deliberate forger. The MAC is: with a secret configured, every entry is signed and every read
 // from storage checked (see docs/security.md). XXH3 runs at memory speed, so verifying every read
 // costs a few percent of the read itself, where a cryptographic hash would cost several times it
-// (a store may vouch for a record it read from a file found intact within the second:
+// (a store may vouch for a record found intact within the second and stored the same way since:
 // Blob::vouched, docs/security.md "What a hit checks").
 //
 // Compression: the checksum and the MAC cover the stored (compressed) bytes, so damage and
