@@ -259,3 +259,29 @@ TEST_F(Differential, PcacheDisableCompilesAndStoresNothing) {
 }
 
 }  // namespace
+
+// Outputs large enough (16 KiB and more) that a hit on a record found intact within the second is
+// not hashed again (docs/security.md, "What a hit checks"): hit after hit in one process, on both
+// persistent stores, each the bytes of a compile without the cache.
+TEST_F(Differential, LargeOutputsHitAgainAndAgainAsCold) {
+  Source s;
+  s.target = PCACHE_TARGET_PTX;
+  for (int i = 0; i < 64; ++i)
+    s.text += "__global__ void k" + std::to_string(i) +
+              "(float *x, int n) { for (int j = 0; j < n; " + "++j) x[j] = x[j] * " +
+              std::to_string(i + 2) + ".0f + sqrtf(x[j + " + std::to_string(i) + "]); }\n";
+  const Outcome fresh = compile(nullptr, s);
+  ASSERT_EQ(fresh.status, PCACHE_OK) << fresh.log;
+  ASSERT_GE(fresh.bytes.size(), 16u * 1024) << "too small to be vouched for";
+  Handle filestream("filestream:" + (d / "fs"));
+  for (pcache *c : {cache.get(), filestream.get()}) {
+    const Outcome first = compile(c, s);
+    EXPECT_TRUE(first.bytes == fresh.bytes);
+    ::usleep(30 * 1000);  // past the clock tick the entry was written in
+    for (int hit = 0; hit < 4; ++hit) {
+      const Outcome again = compile(c, s);
+      EXPECT_TRUE(again.from_cache) << "hit " << hit;
+      EXPECT_TRUE(again.bytes == fresh.bytes) << "hit " << hit << ": the cache served other bytes";
+    }
+  }
+}
