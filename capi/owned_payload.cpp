@@ -48,18 +48,17 @@ size_t copy_offset(const uint8_t *base, ByteView payload) {
   return kPayloadPrefix + distance % kPageSize;
 }
 
-// A copy of payload in a block of its own (the thread's spare when one fits).
-uint8_t *hand_over_copy(ByteView payload) {
+}  // namespace
+
+uint8_t *copy_payload(ByteView payload) noexcept {
   const size_t gap = payload.size < kAlignedCopyFrom ? 0 : kPageSize - 1;
   size_t capacity = 0;
   uint8_t *base = take_spare_block(kPayloadPrefix + gap + payload.size, &capacity);
-  if (!base) throw std::bad_alloc();
+  if (!base) return nullptr;
   uint8_t *out = base + copy_offset(base, payload);
   if (payload.size) std::memcpy(out, payload.data, payload.size);
   return with_prefix(out, base, capacity);
 }
-
-}  // namespace
 
 uint8_t *hand_over_payload(Hit &&hit, bool shared_records, size_t *size) {
   *size = hit.payload.size;
@@ -72,7 +71,9 @@ uint8_t *hand_over_payload(Hit &&hit, bool shared_records, size_t *size) {
     uint8_t *base = const_cast<Blob &>(*hit.record).release_block(&capacity);
     return with_prefix(payload, base, capacity);
   }
-  return hand_over_copy(hit.payload);
+  uint8_t *copy = copy_payload(hit.payload);
+  if (!copy) throw std::bad_alloc();
+  return copy;
 }
 
 void release_payload(void *payload) noexcept {

@@ -18,8 +18,12 @@ namespace progcache::shim {
 // threads (shared_records) is copied. *size gets the payload's size.
 uint8_t *hand_over_payload(Hit &&hit, bool shared_records, size_t *size);
 
-// Frees a payload hand_over_payload returned (NULL ok); aborts on any other pointer, since
-// freeing it would corrupt the heap.
+// A copy of payload in a block handed over like hand_over_payload's, or nullptr when no memory
+// is left (never throws: it runs while a memory store holds the record, Cache::copy_hit).
+uint8_t *copy_payload(ByteView payload) noexcept;
+
+// Frees a payload hand_over_payload or copy_payload returned (NULL ok); aborts on any other
+// pointer, since freeing it would corrupt the heap.
 void release_payload(void *payload) noexcept;
 
 }  // namespace progcache::shim

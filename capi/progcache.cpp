@@ -56,6 +56,49 @@ struct pcache_module {
   pcache_compiled compiled;
 };
 
+namespace {
+
+// pcache_get on a cache whose records stay in this process: copied while the store holds the
+// record (Cache::copy_hit), with no counted reference to it. false on a miss.
+bool copy_hit(progcache::Cache &c, ByteView key, void **data, size_t *size) {
+  struct Out {
+    uint8_t *copy = nullptr;
+    size_t size = 0;
+  } out;
+  auto copy = [](void *o, ByteView payload) {
+    auto *to = static_cast<Out *>(o);
+    to->copy = copy_payload(payload);
+    to->size = payload.size;
+  };
+  if (!c.copy_hit(key, copy, &out)) return false;
+  if (!out.copy) throw std::bad_alloc();
+  *data = out.copy;
+  *size = out.size;
+  return true;
+}
+
+// pcache_get_into on such a cache: copied into buffer when it holds the payload; *found gets
+// the payload's size either way. false on a miss.
+bool copy_hit_into(progcache::Cache &c, ByteView key, void *buffer, size_t capacity,
+                   size_t *found) {
+  struct Into {
+    void *buffer;
+    size_t capacity;
+    size_t size = 0;
+  } into{buffer, capacity};
+  auto copy = [](void *i, ByteView payload) {
+    auto *to = static_cast<Into *>(i);
+    to->size = payload.size;
+    if (payload.size <= to->capacity && payload.size)
+      std::memcpy(to->buffer, payload.data, payload.size);
+  };
+  if (!c.copy_hit(key, copy, &into)) return false;
+  *found = into.size;
+  return true;
+}
+
+}  // namespace
+
 extern "C" {
 
 pcache_status pcache_program_init(pcache_program *program, uint32_t struct_size) {
@@ -141,6 +184,7 @@ pcache_status pcache_get(pcache *cache, const void *key, size_t key_size, void *
     if (!data || !size) throw invalid("data or size out-pointer is NULL");
     *data = nullptr;
     *size = 0;
+    if (c.copies_hits()) return copy_hit(c, k, data, size) ? PCACHE_OK : PCACHE_NOT_FOUND;
     auto hit = c.get(k);
     if (!hit) return PCACHE_NOT_FOUND;
     size_t n = 0;
@@ -158,13 +202,19 @@ pcache_status pcache_get_into(pcache *cache, const void *key, size_t key_size, v
     if (!size) throw invalid("size out-pointer is NULL");
     if (!buffer && capacity) throw invalid("buffer is NULL with a non-zero capacity");
     *size = 0;
-    auto hit = c.get(k);
-    if (!hit) return PCACHE_NOT_FOUND;
-    *size = hit->payload.size;
-    if (hit->payload.size > capacity)
-      throw Error(Status::too_large, "value is " + std::to_string(hit->payload.size) +
-                                         " bytes, buffer holds " + std::to_string(capacity));
-    if (hit->payload.size) std::memcpy(buffer, hit->payload.data, hit->payload.size);
+    size_t found = 0;
+    if (c.copies_hits()) {
+      if (!copy_hit_into(c, k, buffer, capacity, &found)) return PCACHE_NOT_FOUND;
+    } else {
+      auto hit = c.get(k);
+      if (!hit) return PCACHE_NOT_FOUND;
+      found = hit->payload.size;
+      if (found <= capacity && found) std::memcpy(buffer, hit->payload.data, found);
+    }
+    *size = found;
+    if (found > capacity)
+      throw Error(Status::too_large, "value is " + std::to_string(found) + " bytes, buffer holds " +
+                                         std::to_string(capacity));
     return PCACHE_OK;
   });
 }

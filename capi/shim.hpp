@@ -63,8 +63,11 @@ template <typename Fn>
 pcache_status guarded(const char *function, Fn &&fn) noexcept {
   progcache::ThreadMessages &messages = progcache::thread_messages();
   try {
-    messages.last_error.clear();
-    messages.warning.clear();  // a warning left by a call that failed is not this call's
+    // Cleared only when set: clear() stores a NUL through each string's pointer, which cost a
+    // memory hit two dependent loads and stores on every call.
+    if (!messages.last_error.empty()) messages.last_error.clear();
+    // A warning left by a call that failed is not this call's.
+    if (!messages.warning.empty()) messages.warning.clear();
     messages.last_detail = {};
     const pcache_status status = fn();
     messages.last_status = status;

@@ -11,11 +11,22 @@ SharedBlob MemoryBackend::get(ByteView key, Access access) {
   std::lock_guard lock(mutex_);
   const Lru::iterator *it = index_.find(key.str());
   if (!it) return nullptr;
-  if (access == Access::use) {
-    lru_.splice(lru_.begin(), lru_, *it);
-    (*it)->last_use = std::time(nullptr);
-  }
+  if (access == Access::use) touch_locked(*it);
   return (*it)->record;
+}
+
+bool MemoryBackend::use_in_place(ByteView key, RecordUser use, void *context) {
+  std::lock_guard lock(mutex_);
+  const Lru::iterator *it = index_.find(key.str());
+  if (!it) return false;
+  touch_locked(*it);
+  use(context, (*it)->record->view(), (*it)->payload_size);
+  return true;
+}
+
+void MemoryBackend::touch_locked(Lru::iterator it) {
+  if (it != lru_.begin()) lru_.splice(lru_.begin(), lru_, it);
+  it->last_use = std::time(nullptr);
 }
 
 void MemoryBackend::erase_locked(Lru::iterator it) {

@@ -16,6 +16,14 @@ class MemoryBackend final : public Backend {
  public:
   explicit MemoryBackend(const BackendConfig &config);
   SharedBlob get(ByteView key, Access access) override;
+  // What use_in_place hands a record to, with its payload size: it copies what it needs before
+  // it returns (the record may be replaced or evicted as soon as it does), and must not call
+  // into this store.
+  using RecordUser = void (*)(void *context, ByteView record, uint64_t payload_size);
+  // A use of key's record (recency as get) without a counted reference to it: use(context,
+  // record, payload_size) runs while the store holds the record. false on a miss (use not
+  // called). A hit that takes a reference pays two atomic read-modify-writes for it.
+  bool use_in_place(ByteView key, RecordUser use, void *context);
   void put(ByteView key, Blob &&record, uint64_t payload_size) override;
   bool remove(ByteView key) override;
   uint64_t count() override;
@@ -40,6 +48,7 @@ class MemoryBackend final : public Backend {
   };
 
   void erase_locked(Lru::iterator it);
+  void touch_locked(Lru::iterator it);  // a use: most recently used, now
 
   BackendConfig config_;  // max_size_bytes may change while opening (set_max_size_bytes)
   ForkSafeMutex mutex_{ForkSafeMutex::kMiddle};

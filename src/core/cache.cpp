@@ -110,7 +110,9 @@ std::unique_ptr<Cache> Cache::open_storage(std::string_view uri_text, const Cach
     cache->mac_ = std::make_unique<MacKey>(ByteView(*secret));
   if (uri.scheme == "memory") {
     uri.expect_no_params();
-    cache->backend_ = std::make_unique<MemoryBackend>(config);
+    auto memory = std::make_unique<MemoryBackend>(config);
+    cache->memory_ = memory.get();
+    cache->backend_ = std::move(memory);
     return cache;
   }
   if (config.allow_shared && !cache->mac_)
@@ -195,10 +197,29 @@ std::optional<Hit> Cache::read(ByteView key, Access access, bool count_hits, boo
     return std::nullopt;
   }
   if (!count_hits) return Hit{std::move(record), parts->payload, parts->meta};
-  hits_.fetch_add(1, std::memory_order_relaxed);
+  count_hit(parts->payload.size);
   count_op();
-  bytes_read_.fetch_add(parts->payload.size, std::memory_order_relaxed);
   return Hit{std::move(record), parts->payload, parts->meta};
+}
+
+bool Cache::copy_hit(ByteView key, PayloadCopier copy, void *context) {
+  check_key(key);
+  struct Copy {
+    PayloadCopier copy;
+    void *context;
+    uint64_t size = 0;
+  } hit{copy, context};
+  auto use = [](void *c, ByteView record, uint64_t payload_size) {
+    auto *h = static_cast<Copy *>(c);
+    h->size = payload_size;
+    h->copy(h->context, plain_entry_payload(record, payload_size));
+  };
+  if (!memory_->use_in_place(key, use, &hit)) {
+    misses_.fetch_add(1, std::memory_order_relaxed);
+    return false;
+  }
+  count_hit(hit.size);
+  return true;
 }
 
 void Cache::check_payload_size(uint64_t size) const {

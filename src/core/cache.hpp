@@ -18,10 +18,12 @@
 #include "core/compile_coordinator.hpp"
 #include "format/entry.hpp"
 #include "util/memo_store.hpp"
+#include "util/thread_shards.hpp"
 
 namespace progcache {
 
 class TieredBackend;
+class MemoryBackend;
 
 struct CacheOptions {
   // The cap the caller wants (0 = none), or kConfiguredCap: the cap the configuration gives
@@ -93,6 +95,15 @@ class Cache final : public MemoStore {
   // Whether records this cache returns may be shared with other threads (a memory store, or a
   // memory tier): such a record's block is never handed over to a caller, only copied.
   bool records_shared() const { return backend_->in_process(); }
+  // What copy_hit hands a payload to: it copies what it needs before it returns, and must not
+  // call into this cache.
+  using PayloadCopier = void (*)(void *context, ByteView payload);
+  // A use of key's payload, counted as get() counts it, handed to copy(context, payload) while
+  // the store holds it, for a cache whose records stay in this process's memory (copies_hits()):
+  // no counted reference, no entry parse (the records are the ones this process built). false on
+  // a miss. Anywhere else, use get().
+  bool copy_hit(ByteView key, PayloadCopier copy, void *context);
+  bool copies_hits() const { return memory_ != nullptr; }
   void put(ByteView key, ByteView payload) { put(key, payload, {}); }
   void put(ByteView key, ByteView payload, ByteView meta);
   // Stores a hit another cache verified (a tier copy): the record as it is when this cache would
@@ -115,7 +126,7 @@ class Cache final : public MemoStore {
   // A compile answered by another thread's compile of the same key (no lookup of its own): a
   // shared hit that saved compile_us.
   void note_shared_compile(uint64_t compile_us) {
-    hits_.fetch_add(1, std::memory_order_relaxed);
+    reads_.add({1, 0});
     note_compile_hit(compile_us);
   }
   // The counters shared by every process using this storage (flushes this handle's first).
@@ -185,6 +196,7 @@ class Cache final : public MemoStore {
   BackendEvents events_;
   std::unique_ptr<Backend> backend_;
   TieredBackend *tiered_ = nullptr;  // backend_, when it is the tiered composite
+  MemoryBackend *memory_ = nullptr;  // backend_, when it is a memory store
   std::optional<CompileCoordinator> coordinator_;
   // The shared counters of a store that keeps none (memory:) stay in this handle.
   ForkSafeMutex local_counters_mutex_{ForkSafeMutex::kInner};
@@ -197,8 +209,11 @@ class Cache final : public MemoStore {
   // since the last flush, which flushed_ remembers, in PersistentCounters::kFields order.
   PersistentCounters handle_totals() const;
   std::array<std::atomic<int64_t>, std::size(PersistentCounters::kFields)> flushed_{};
-  std::atomic<uint64_t> hits_{0}, misses_{0}, puts_{0}, deletes_{0}, bytes_read_{0},
-      bytes_written_{0}, corrupt_{0}, healed_{0}, uncacheable_{0}, saved_us_{0};
+  std::atomic<uint64_t> misses_{0}, puts_{0}, deletes_{0}, bytes_written_{0}, corrupt_{0},
+      healed_{0}, uncacheable_{0}, saved_us_{0};
+  // Hits and the bytes they returned, per thread: a hit adds to them with no locked add.
+  ShardedCounters<2> reads_;
+  void count_hit(uint64_t bytes) { reads_.add({1, bytes}); }
 };
 
 inline constexpr size_t kMaxKeySize = kMaxEntryKeySize;

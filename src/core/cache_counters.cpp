@@ -85,12 +85,12 @@ PersistentCounters Cache::persistent_counters() {
 CacheStats Cache::stats() const {
   CacheStats s;
   auto ld = [](const std::atomic<uint64_t> &a) { return a.load(std::memory_order_relaxed); };
-  s.hits = ld(hits_);
+  s.hits = reads_.total(0);
   s.misses = ld(misses_);
   s.puts = ld(puts_);
   s.deletes = ld(deletes_);
   s.evictions = ld(events_.evictions);
-  s.bytes_read = ld(bytes_read_);
+  s.bytes_read = reads_.total(1);
   s.bytes_written = ld(bytes_written_);
   s.corrupt = ld(corrupt_) + ld(events_.corrupt);
   s.healed = ld(healed_);

@@ -58,6 +58,13 @@ class MacKey {
 [[nodiscard]] Blob encode_entry(ByteView key, ByteView meta, ByteView payload,
                                 const MacKey *mac = nullptr, int compress_level = 0);
 
+// The payload of an uncompressed record built by encode_entry for a payload of payload_size
+// bytes: its last payload_size bytes (no parse, no check: for records that never left this
+// process, which a memory store holds as they were built).
+inline ByteView plain_entry_payload(ByteView record, uint64_t payload_size) {
+  return {record.data + (record.size - payload_size), size_t(payload_size)};
+}
+
 struct EntryParts {
   ByteView key;
   ByteView meta;

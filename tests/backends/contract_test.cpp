@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cstring>
 #include <thread>
+#include <vector>
 
 #include "backends.hpp"
 
@@ -188,6 +189,32 @@ TEST_P(Contract, StatsCountEveryOperation) {
   pcache_stats small{};
   small.struct_size = 8;
   EXPECT_EQ(pcache_get_stats(c, &small), PCACHE_ERR_INVALID_ARG);
+}
+
+// Hits are counted per thread (util/thread_shards.hpp): the handle's totals still hold every
+// hit and every byte, from pcache_get and pcache_get_into alike.
+TEST_P(Contract, StatsCountEveryHitFromManyThreads) {
+  Handle c(uri());
+  ASSERT_EQ(c.put("a", "12345"), PCACHE_OK);
+  constexpr int kThreads = 6, kGets = 150;
+  std::atomic<int> bad{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t)
+    threads.emplace_back([&] {
+      char buf[8];
+      for (int i = 0; i < kGets; ++i) {
+        std::string v;
+        size_t size = 0;
+        if (c.get("a", &v) != PCACHE_OK || v != "12345") ++bad;
+        if (pcache_get_into(c, "a", 1, buf, sizeof buf, &size) != PCACHE_OK || size != 5) ++bad;
+      }
+    });
+  for (auto &t : threads) t.join();
+  EXPECT_EQ(bad.load(), 0) << pcache_last_error();
+  const pcache_stats s = c.stats();
+  EXPECT_EQ(s.hits, uint64_t(2 * kThreads * kGets));
+  EXPECT_EQ(s.bytes_read, uint64_t(5 * 2 * kThreads * kGets));
+  EXPECT_EQ(s.misses, 0u);
 }
 
 TEST_P(Contract, LeastRecentlyUsedIsEvictedFirst) {
