@@ -17,13 +17,12 @@ namespace {
 
 // From this size on, an input is hashed by libxxhash's dispatched code, opened if need be: its
 // vector code saves more than the ~60 us the opening costs once a few such inputs are hashed.
+// Smaller ones, however many, by the built-in code: on a Xeon with AVX-512, a 4 KiB hit whose
+// checksum libxxhash's dispatched code computed took 360-560 ns longer than one the built-in
+// SSE2 code did (bench/analysis.md; the cause is not pinned down: a C loop of pread and hash
+// ran the dispatched code the faster), and a record of 16 KiB or more that a loop hits again is
+// vouched for and not hashed at all.
 constexpr size_t kLargeInput = 64 * 1024;
-// Below this size, always by the built-in code: XXH3 hashes such inputs with scalar code either
-// way, and a call through the library's pointer would only add to it.
-constexpr size_t kSmallInput = 1024;
-// What a process hashes with the built-in code before it opens libxxhash for every input of
-// kSmallInput or more (a loop of hits on 4 KiB entries opens it after ~250 of them).
-constexpr uint64_t kBuiltinBudget = 1 << 20;
 
 using Hash64 = XXH64_hash_t (*)(const void *, size_t, XXH64_hash_t);
 using Hash128 = XXH128_hash_t (*)(const void *, size_t, XXH64_hash_t);
@@ -35,7 +34,6 @@ struct Dispatched {
 
 constinit Dispatched g_dispatched{};
 constinit std::atomic<bool> g_loaded{false};  // g_dispatched is filled
-constinit std::atomic<uint64_t> g_builtin_bytes{0};
 
 // libxxhash's run-time dispatched functions (AVX2 or AVX-512): the same hashes as the plain ones,
 // which Debian builds for SSE2. The plain ones where the library has no dispatched ones (not an
@@ -60,14 +58,8 @@ const Dispatched *open_dispatched() {
 
 // The dispatched functions for an input of size bytes, or nullptr for the built-in code.
 const Dispatched *dispatched_for(size_t size) {
-  if (size < kSmallInput) return nullptr;
+  if (size < kLargeInput) return nullptr;
   if (g_loaded.load(std::memory_order_acquire)) return &g_dispatched;
-  if (size < kLargeInput) {
-    // A budget, not a count: threads racing here may lose each other's bytes.
-    const uint64_t hashed = g_builtin_bytes.load(std::memory_order_relaxed) + size;
-    g_builtin_bytes.store(hashed, std::memory_order_relaxed);
-    if (hashed < kBuiltinBudget) return nullptr;
-  }
   return open_dispatched();
 }
 

@@ -2,10 +2,10 @@
 // 0.8.0). Computed by xxhash.h's own implementation, built into the library from the system's
 // header (its header-only mode), so that a process that hashes only small inputs, as a fresh
 // process's hit does (its entry, a counter record, a memo's name), maps nothing for it: opening
-// libxxhash cost such a process ~60 us. Inputs of 64 KiB and more, and every input of 1 KiB or
-// more once the process has hashed 1 MiB with the built-in code, go to libxxhash's run-time
+// libxxhash cost such a process ~60 us. Inputs of 64 KiB and more go to libxxhash's run-time
 // dispatched functions (AVX2 or AVX-512 where the CPU has them, 2-3 times as fast over a large
-// input as the baseline build), opened on first such use like the other system libraries
+// input as the baseline build; over a small one between system calls they were slower, see
+// xxhash.cpp), opened on first such use like the other system libraries
 // (util/system_library.hpp). Not linked: every object a process links sits in the scope that each
 // later dlopen's symbol relocations search first (bench/analysis.md).
 #pragma once
