@@ -398,7 +398,7 @@ SharedBlob FileStreamBackend::get(ByteView key, Access access) {
   }
   // A peek (verify, export) always hashes what it reads; so does a hit on a small entry, which
   // hashes in less time than the second fstat that vouching takes.
-  if (access == Access::use && blob->size() >= VerifiedRecords::kMinRecordSize) {
+  if (access == Access::use && blob->size() >= VerifiedRecords::kMinFileSize) {
     const StatIdentity identity = StatIdentity::of(st);
     const uint64_t token = VerifiedRecords::token_of_file(identity, coarse_before);
     // Vouched for only if the file did not change while it was read, either.

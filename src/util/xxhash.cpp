@@ -20,8 +20,8 @@ namespace {
 // Smaller ones, however many, by the built-in code: on a Xeon with AVX-512, a 4 KiB hit whose
 // checksum libxxhash's dispatched code computed took 360-560 ns longer than one the built-in
 // SSE2 code did (bench/analysis.md; the cause is not pinned down: a C loop of pread and hash
-// ran the dispatched code the faster), and a record of 16 KiB or more that a loop hits again is
-// vouched for and not hashed at all.
+// ran the dispatched code the faster), and a larger record that a loop hits again is vouched
+// for and not hashed at all (util/verified_records.hpp).
 constexpr size_t kLargeInput = 64 * 1024;
 
 using Hash64 = XXH64_hash_t (*)(const void *, size_t, XXH64_hash_t);

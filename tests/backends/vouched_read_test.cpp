@@ -338,7 +338,8 @@ void damage_row(const std::string &db_path, const std::string &key) {
 // A SQLite hit is vouched for by its connection's snapshot: the same row in an unchanged database,
 // within the second. Any commit, by any connection, makes the next hit hash again.
 TEST(VouchedRead, ACommitMakesTheNextSqliteHitHashAgain) {
-  for (const size_t size : {size_t(65536), size_t(24 * 1024)}) {  // an incremental read, a column
+  // An incremental read, a column, and a row as small as SQLite hits are vouched for from.
+  for (const size_t size : {size_t(65536), size_t(24 * 1024), size_t(4096)}) {
     TempDir d;
     auto cache = Cache::open(sqlite_uri(d), CacheOptions{});
     const std::string value = payload(size, 'q');
@@ -364,7 +365,7 @@ TEST(VouchedRead, SqlitePeeksAndSmallEntriesAreAlwaysHashed) {
   TempDir d;
   auto cache = Cache::open(sqlite_uri(d), CacheOptions{});
   cache->put(ByteView(std::string_view("big")), ByteView(payload(65536, 'b')));
-  cache->put(ByteView(std::string_view("small")), ByteView(payload(4096, 's')));
+  cache->put(ByteView(std::string_view("small")), ByteView(payload(1000, 's')));
   for (int i = 0; i < 2; ++i) {
     std::string damage;
     auto peeked = cache->peek(ByteView(std::string_view("big")), &damage);
