@@ -6,7 +6,9 @@
 // thread holding an index writes its line, with a plain load and store, and a reader sums the
 // lines. An index goes back when its thread exits (util/thread_state.hpp), and a thread that
 // takes it later continues its sums, so no count is ever lost. Threads beyond kThreadShards live
-// at once add to one shared line with atomic adds.
+// at once add to one shared line with atomic adds. In a fork's child the indices of the threads
+// that did not survive stay taken (none is ever shared): its new threads may count through the
+// shared line.
 #pragma once
 
 #include <array>
