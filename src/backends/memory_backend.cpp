@@ -16,11 +16,21 @@ SharedBlob MemoryBackend::get(ByteView key, Access access) {
 }
 
 bool MemoryBackend::use_in_place(ByteView key, RecordUser use, void *context) {
-  std::lock_guard lock(mutex_);
-  const Lru::iterator *it = index_.find(key.str());
-  if (!it) return false;
-  touch_locked(*it);
-  use(context, (*it)->record->view(), (*it)->payload_size);
+  SharedBlob pinned;
+  uint64_t payload_size = 0;
+  {
+    std::lock_guard lock(mutex_);
+    const Lru::iterator *it = index_.find(key.str());
+    if (!it) return false;
+    touch_locked(*it);
+    payload_size = (*it)->payload_size;
+    if (payload_size <= kMaxUsedUnderLock) {
+      use(context, (*it)->record->view(), payload_size);
+      return true;
+    }
+    pinned = (*it)->record;
+  }
+  use(context, pinned->view(), payload_size);
   return true;
 }
 

@@ -20,10 +20,14 @@ class MemoryBackend final : public Backend {
   // it returns (the record may be replaced or evicted as soon as it does), and must not call
   // into this store.
   using RecordUser = void (*)(void *context, ByteView record, uint64_t payload_size);
-  // A use of key's record (recency as get) without a counted reference to it: use(context,
-  // record, payload_size) runs while the store holds the record. false on a miss (use not
-  // called). A hit that takes a reference pays two atomic read-modify-writes for it.
+  // A use of key's record (recency as get): use(context, record, payload_size) runs while the
+  // store holds the record. false on a miss (use not called). A payload of up to
+  // kMaxUsedUnderLock bytes is used under the store's lock, with no counted reference (whose two
+  // atomic read-modify-writes cost a 4 KiB hit as much as its copy); a larger one is pinned and
+  // used after the lock is released, so that copying it never holds up the store's other
+  // threads.
   bool use_in_place(ByteView key, RecordUser use, void *context);
+  static constexpr uint64_t kMaxUsedUnderLock = 16 * 1024;
   void put(ByteView key, Blob &&record, uint64_t payload_size) override;
   bool remove(ByteView key) override;
   uint64_t count() override;

@@ -100,8 +100,9 @@ class Cache final : public MemoStore {
   using PayloadCopier = void (*)(void *context, ByteView payload);
   // A use of key's payload, counted as get() counts it, handed to copy(context, payload) while
   // the store holds it, for a cache whose records stay in this process's memory (copies_hits()):
-  // no counted reference, no entry parse (the records are the ones this process built). false on
-  // a miss. Anywhere else, use get().
+  // no entry parse (the records are the ones this process built), and for a small payload no
+  // counted reference either (MemoryBackend::use_in_place). false on a miss. Anywhere else, use
+  // get().
   bool copy_hit(ByteView key, PayloadCopier copy, void *context);
   bool copies_hits() const { return memory_ != nullptr; }
   void put(ByteView key, ByteView payload) { put(key, payload, {}); }
