@@ -8,9 +8,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "core/cache.hpp"
 #include "test_util.hpp"
@@ -376,4 +378,77 @@ TEST(VouchedRead, SqlitePeeksAndSmallEntriesAreAlwaysHashed) {
     EXPECT_EQ(small->record->record_token(), 0u);
     EXPECT_FALSE(small->record->vouched());
   }
+}
+
+namespace {
+
+// Flips one byte of key's stored record through a connection of its own, if the row is there.
+bool flip_a_byte_if_present(sqlite3 *db, const std::string &key) {
+  sqlite3_stmt *read = nullptr;
+  sqlite3_prepare_v2(db, "SELECT record FROM entries WHERE key = ?1", -1, &read, nullptr);
+  sqlite3_bind_blob(read, 1, key.data(), int(key.size()), SQLITE_TRANSIENT);
+  std::string record;
+  if (sqlite3_step(read) == SQLITE_ROW)
+    record.assign(static_cast<const char *>(sqlite3_column_blob(read, 0)),
+                  size_t(sqlite3_column_bytes(read, 0)));
+  sqlite3_finalize(read);
+  if (record.size() < 200) return false;
+  record[record.size() - 100] = char(record[record.size() - 100] ^ 0x20);
+  sqlite3_stmt *write = nullptr;
+  sqlite3_prepare_v2(db, "UPDATE entries SET record = ?1 WHERE key = ?2", -1, &write, nullptr);
+  sqlite3_bind_blob(write, 1, record.data(), int(record.size()), SQLITE_TRANSIENT);
+  sqlite3_bind_blob(write, 2, key.data(), int(key.size()), SQLITE_TRANSIENT);
+  const bool done = sqlite3_step(write) == SQLITE_DONE;
+  sqlite3_finalize(write);
+  return done;
+}
+
+}  // namespace
+
+// A handle's hits run on its main connection and on read connections beside it, each with a data
+// version of its own (SQLite counts per connection), so the same number can name two different
+// snapshots on two connections: a row's token names its connection too. Threads hit a few rows
+// of a handle while another connection commits byte flips into them and the test puts them back:
+// every hit is the stored value, never a flipped one vouched for by another connection's token.
+TEST(VouchedRead, NoConnectionVouchesForAnothersRead) {
+  TempDir d;
+  auto cache = Cache::open(sqlite_uri(d), CacheOptions{});
+  constexpr int kKeys = 4;
+  auto key_of = [](int k) { return "k" + std::to_string(k); };
+  auto value_of = [](int k) { return payload(4096 + 512 * size_t(k), char('a' + k)); };
+  for (int k = 0; k < kKeys; ++k)
+    cache->put(ByteView(std::string_view(key_of(k))), ByteView(std::string_view(value_of(k))));
+  std::atomic<bool> stop{false};
+  std::atomic<int> wrong{0}, hits{0}, vouched{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&, t] {
+      for (int i = t; !stop; ++i) {
+        const int k = i % kKeys;
+        const std::string key = key_of(k);
+        auto hit = cache->get(ByteView(std::string_view(key)));
+        if (!hit) continue;
+        ++hits;
+        if (hit->record->vouched()) ++vouched;
+        if (payload_of(*hit) != value_of(k)) ++wrong;
+      }
+    });
+  sqlite3 *db = nullptr;
+  ASSERT_EQ(sqlite3_open((d / "c.db").c_str(), &db), SQLITE_OK);
+  sqlite3_busy_timeout(db, 5000);
+  const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(2500);
+  for (int round = 0; std::chrono::steady_clock::now() < end; ++round) {
+    const int k = round % kKeys;
+    if (round % 3 == 2)
+      cache->put(ByteView(std::string_view(key_of(k))), ByteView(std::string_view(value_of(k))));
+    else
+      (void)flip_a_byte_if_present(db, key_of(k));
+    std::this_thread::sleep_for(std::chrono::milliseconds(3));
+  }
+  stop = true;
+  for (auto &t : threads) t.join();
+  sqlite3_close(db);
+  EXPECT_EQ(wrong.load(), 0) << "a flipped record was served";
+  EXPECT_GT(hits.load(), 100);
+  EXPECT_GT(vouched.load(), 0) << "no hit was vouched for: the test checks nothing";
 }
