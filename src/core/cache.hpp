@@ -127,7 +127,7 @@ class Cache final : public MemoStore {
   // A compile answered by another thread's compile of the same key (no lookup of its own): a
   // shared hit that saved compile_us.
   void note_shared_compile(uint64_t compile_us) {
-    reads_.add({1, 0});
+    count_hit(0);
     note_compile_hit(compile_us);
   }
   // The counters shared by every process using this storage (flushes this handle's first).
