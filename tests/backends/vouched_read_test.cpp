@@ -309,29 +309,34 @@ std::string sqlite_uri(const TempDir &d) {
   return "sqlite:" + (d / "c.db") + "?touch_interval_ms=3600000";
 }
 
+// Flips one byte of key's stored record through db, if the row is there; false if it is not.
+bool flip_a_byte_if_present(sqlite3 *db, const std::string &key) {
+  sqlite3_stmt *read = nullptr;
+  sqlite3_prepare_v2(db, "SELECT record FROM entries WHERE key = ?1", -1, &read, nullptr);
+  sqlite3_bind_blob(read, 1, key.data(), int(key.size()), SQLITE_TRANSIENT);
+  std::string record;
+  if (sqlite3_step(read) == SQLITE_ROW)
+    record.assign(static_cast<const char *>(sqlite3_column_blob(read, 0)),
+                  size_t(sqlite3_column_bytes(read, 0)));
+  sqlite3_finalize(read);
+  if (record.size() < 200) return false;
+  record[record.size() - 100] = char(record[record.size() - 100] ^ 0x20);
+  sqlite3_stmt *write = nullptr;
+  sqlite3_prepare_v2(db, "UPDATE entries SET record = ?1 WHERE key = ?2", -1, &write, nullptr);
+  sqlite3_bind_blob(write, 1, record.data(), int(record.size()), SQLITE_TRANSIENT);
+  sqlite3_bind_blob(write, 2, key.data(), int(key.size()), SQLITE_TRANSIENT);
+  const bool done = sqlite3_step(write) == SQLITE_DONE;
+  sqlite3_finalize(write);
+  return done;
+}
+
 // Flips one byte of key's stored record through a connection of its own: a commit, as any other
 // writer's.
 void damage_row(const std::string &db_path, const std::string &key) {
   sqlite3 *db = nullptr;
   ASSERT_EQ(sqlite3_open(db_path.c_str(), &db), SQLITE_OK);
   sqlite3_busy_timeout(db, 5000);
-  sqlite3_stmt *read = nullptr;
-  ASSERT_EQ(sqlite3_prepare_v2(db, "SELECT record FROM entries WHERE key = ?1", -1, &read, nullptr),
-            SQLITE_OK);
-  sqlite3_bind_blob(read, 1, key.data(), int(key.size()), SQLITE_TRANSIENT);
-  ASSERT_EQ(sqlite3_step(read), SQLITE_ROW);
-  std::string record(static_cast<const char *>(sqlite3_column_blob(read, 0)),
-                     size_t(sqlite3_column_bytes(read, 0)));
-  sqlite3_finalize(read);
-  record[record.size() - 100] = char(record[record.size() - 100] ^ 0x20);
-  sqlite3_stmt *write = nullptr;
-  ASSERT_EQ(
-      sqlite3_prepare_v2(db, "UPDATE entries SET record = ?1 WHERE key = ?2", -1, &write, nullptr),
-      SQLITE_OK);
-  sqlite3_bind_blob(write, 1, record.data(), int(record.size()), SQLITE_TRANSIENT);
-  sqlite3_bind_blob(write, 2, key.data(), int(key.size()), SQLITE_TRANSIENT);
-  ASSERT_EQ(sqlite3_step(write), SQLITE_DONE);
-  sqlite3_finalize(write);
+  EXPECT_TRUE(flip_a_byte_if_present(db, key)) << "no row for " << key;
   sqlite3_close(db);
 }
 
@@ -379,31 +384,6 @@ TEST(VouchedRead, SqlitePeeksAndSmallEntriesAreAlwaysHashed) {
     EXPECT_FALSE(small->record->vouched());
   }
 }
-
-namespace {
-
-// Flips one byte of key's stored record through a connection of its own, if the row is there.
-bool flip_a_byte_if_present(sqlite3 *db, const std::string &key) {
-  sqlite3_stmt *read = nullptr;
-  sqlite3_prepare_v2(db, "SELECT record FROM entries WHERE key = ?1", -1, &read, nullptr);
-  sqlite3_bind_blob(read, 1, key.data(), int(key.size()), SQLITE_TRANSIENT);
-  std::string record;
-  if (sqlite3_step(read) == SQLITE_ROW)
-    record.assign(static_cast<const char *>(sqlite3_column_blob(read, 0)),
-                  size_t(sqlite3_column_bytes(read, 0)));
-  sqlite3_finalize(read);
-  if (record.size() < 200) return false;
-  record[record.size() - 100] = char(record[record.size() - 100] ^ 0x20);
-  sqlite3_stmt *write = nullptr;
-  sqlite3_prepare_v2(db, "UPDATE entries SET record = ?1 WHERE key = ?2", -1, &write, nullptr);
-  sqlite3_bind_blob(write, 1, record.data(), int(record.size()), SQLITE_TRANSIENT);
-  sqlite3_bind_blob(write, 2, key.data(), int(key.size()), SQLITE_TRANSIENT);
-  const bool done = sqlite3_step(write) == SQLITE_DONE;
-  sqlite3_finalize(write);
-  return done;
-}
-
-}  // namespace
 
 // A handle's hits run on its main connection and on read connections beside it, each with a data
 // version of its own (SQLite counts per connection), so the same number can name two different
