@@ -291,9 +291,13 @@ void FileStreamBackend::reap_stale_temp_files() {
   });
 }
 
-std::string FileStreamBackend::entry_name(ByteView key) const {
+FileStreamBackend::EntryName FileStreamBackend::name_of(ByteView key) {
   const std::array<uint8_t, 16> h = xxh3_128(key.data, key.size);
-  return to_hex(ByteView(h.data(), h.size()));
+  EntryName name;
+  write_hex(ByteView(h.data(), h.size()), name.text);
+  name.text[32] = '\0';
+  name.shard = h[0];
+  return name;
 }
 
 int FileStreamBackend::shard_fd(int shard, bool create) {
@@ -333,10 +337,6 @@ int FileStreamBackend::shard_fd(int shard, bool create) {
   return fd;
 }
 
-static int shard_of(const std::string &name) {
-  return std::stoi(name.substr(0, 2), nullptr, 16);
-}
-
 namespace {
 
 // A record this large is read only when its header gives its size: a damaged size (a file
@@ -344,6 +344,9 @@ namespace {
 // failed with "out of memory" instead of compiling. Smaller ones are read at once (a damaged one
 // fails its checksum), which spares every hit a second read.
 constexpr uint64_t kCheckHeaderFirstBytes = 64 << 20;
+
+// What a hit reads before it knows the file's size when its thread keeps no spare block.
+constexpr size_t kFirstReadBytes = 16 * 1024;
 
 // The first bytes of the large record open on fd when its header does not give its size (for
 // the cache layer to find inconsistent and remove, saying so); nullptr when it does.
@@ -361,8 +364,8 @@ SharedBlob start_of_misfit(int fd, const struct stat &st) {
 }  // namespace
 
 SharedBlob FileStreamBackend::get(ByteView key, Access access) {
-  const std::string name = entry_name(key);
-  const int dfd = shard_fd(shard_of(name), false);
+  const EntryName name = name_of(key);
+  const int dfd = shard_fd(name.shard, false);
   if (dfd < 0) return nullptr;
   Fd fd(sys::openat(dfd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, 0,
                     sys::Op::open_entry));
@@ -373,14 +376,25 @@ SharedBlob FileStreamBackend::get(ByteView key, Access access) {
       ::unlinkat(dfd, name.c_str(), 0);
       return nullptr;
     }
-    throw_errno("cannot open cache entry '" + dir_ + "/" + name.substr(0, 2) + "/" + name + "'");
+    throw_errno("cannot open cache entry '" + dir_ + "/" + std::string(name.text, 2) + "/" +
+                name.c_str() + "'");
   }
-  struct timespec coarse_before;  // before the fstat: see StatIdentity::settled_before
+  // Read first, stat after: one read into the thread's spare block usually holds the whole
+  // record, and the fstat after it says so, and vouches that the bytes read did not change
+  // since they were found intact; a hit makes the system calls of a plain read (open, read,
+  // fstat, close), where a stat, read and second stat made a vouched hit cost one more.
+  struct timespec coarse_before;  // before the read and fstat: see StatIdentity::settled_before
   ::clock_gettime(CLOCK_REALTIME_COARSE, &coarse_before);
+  Blob first = Blob::for_unsized_read(kFirstReadBytes);
+  ssize_t got;
+  do got = sys::pread(fd.get(), first.data(), first.size(), 0);
+  while (got < 0 && errno == EINTR);
+  const int read_errno = errno;
   struct stat st;
   if (::fstat(fd.get(), &st) != 0) throw_errno("cannot stat cache entry");
   if (!config_.allow_shared && !owned_and_private(st)) {
-    // Not ours, or writable by others: whoever could write it could have planted it.
+    // Not ours, or writable by others: whoever could write it could have planted it. What was
+    // read of it is dropped unlooked at.
     if (config_.events) config_.events->corrupt.fetch_add(1, std::memory_order_relaxed);
     ::unlinkat(dfd, name.c_str(), 0);
     return nullptr;
@@ -389,26 +403,46 @@ SharedBlob FileStreamBackend::get(ByteView key, Access access) {
     // Not an entry (a FIFO, a directory, a truncated file): the cache layer will remove it.
     return std::make_shared<Blob>(0);
   }
-  if (uint64_t(st.st_size) > kCheckHeaderFirstBytes)
-    if (SharedBlob misfit = start_of_misfit(fd.get(), st)) return misfit;
-  auto blob = std::make_shared<Blob>(Blob::for_read(size_t(st.st_size)));
-  if (!pread_all(fd.get(), blob->data(), blob->size(), 0)) {
-    if (errno == 0) return std::make_shared<Blob>(0);  // shrank under us: treated as damage
+  if (got < 0) {
+    errno = read_errno;
     throw_errno("cannot read cache entry");
   }
+  const size_t size = size_t(st.st_size);
+  if (size_t(got) > size) return std::make_shared<Blob>(0);  // shrank under us: damage
+  const bool whole = size_t(got) == size;
+  if (!whole && uint64_t(size) > kCheckHeaderFirstBytes)
+    if (SharedBlob misfit = start_of_misfit(fd.get(), st)) return misfit;
+  auto blob = std::make_shared<Blob>(whole ? std::move(first) : Blob::for_read(size));
+  if (whole) {
+    blob->fit_read(size);
+  } else {
+    // Larger than the block (or a short read): the rest after what was read.
+    std::memcpy(blob->data(), first.data(), size_t(got));
+    if (!pread_all(fd.get(), blob->data() + got, size - size_t(got), off_t(got))) {
+      if (errno == 0) return std::make_shared<Blob>(0);  // shrank under us: treated as damage
+      throw_errno("cannot read cache entry");
+    }
+  }
   // A peek (verify, export) always hashes what it reads; so does a hit on a small entry, which
-  // hashes in less time than the second fstat that vouching takes.
-  if (access == Access::use && blob->size() >= VerifiedRecords::kMinFileSize) {
+  // hashes in about the time vouching takes.
+  if (access == Access::use && size >= VerifiedRecords::kMinSize) {
     const StatIdentity identity = StatIdentity::of(st);
     const uint64_t token = VerifiedRecords::token_of_file(identity, coarse_before);
-    // Vouched for only if the file did not change while it was read, either.
+    // Vouched for only if the file did not change while it was read: the fstat came after a
+    // single read, or a second one after the rest's read still finds it the same.
     struct stat after;
-    const bool vouched = verified_.vouches_for(token) && ::fstat(fd.get(), &after) == 0 &&
-                         StatIdentity::of(after) == identity;
+    const bool vouched =
+        verified_.vouches_for(token) &&
+        (whole || (::fstat(fd.get(), &after) == 0 && StatIdentity::of(after) == identity));
     blob->set_record_token(token, vouched);
   }
-  // Refresh recency, at most once per touch_interval_ms per entry: a hit stays a read.
-  if (access == Access::use && now_ns() - mtime_ns(st) >= touch_interval_ns_) stamp_now(fd.get());
+  // Refresh recency, at most once per touch_interval_ms per entry: a hit stays a read. Timed by
+  // the coarse clock already read (behind the fine one by at most a tick: a touch may come that
+  // much later, never sooner); an interval of 0 touches at every hit.
+  const int64_t coarse_ns = int64_t(coarse_before.tv_sec) * 1000000000 + coarse_before.tv_nsec;
+  if (access == Access::use &&
+      (touch_interval_ns_ == 0 || coarse_ns - mtime_ns(st) >= touch_interval_ns_))
+    stamp_now(fd.get());
   return blob;
 }
 
@@ -469,8 +503,9 @@ FileStreamBackend::Stored FileStreamBackend::stored_payload_size(int dir_fd,
 }
 
 void FileStreamBackend::put(ByteView key, Blob &&record, uint64_t payload_size) {
-  const std::string name = entry_name(key);
-  const int shard = shard_of(name);
+  const EntryName entry = name_of(key);
+  const std::string name = entry.c_str();
+  const int shard = entry.shard;
   int dfd = shard_fd(shard, true);
   if (!tmp_fd_) throw Error(Status::permission, "cache directory '" + dir_ + "' is not writable");
   const std::string tmp = temp_name();
@@ -652,8 +687,9 @@ bool FileStreamBackend::remove_damaged(ByteView key) {
 }
 
 bool FileStreamBackend::remove_entry(ByteView key, bool trust_header) {
-  const std::string name = entry_name(key);
-  const int shard = shard_of(name);
+  const EntryName entry = name_of(key);
+  const std::string name = entry.c_str();
+  const int shard = entry.shard;
   std::optional<int64_t> size;
   StatsLock lock(*this);
   // Deleting a missing key changes nothing: no accounting I/O for it.

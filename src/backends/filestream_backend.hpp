@@ -62,7 +62,15 @@ class FileStreamBackend final : public Backend, public SharedCounters {
   };
   class StatsLock;
 
-  std::string entry_name(ByteView key) const;
+  // An entry's file name, 32 hex digits of its key's XXH3-128, and its shard (the first byte),
+  // made without a heap allocation (a hit's name is made on every get).
+  struct EntryName {
+    char text[33];
+    int shard;
+    const char *c_str() const { return text; }
+  };
+  static EntryName name_of(ByteView key);
+  static std::string entry_name(ByteView key) { return name_of(key).c_str(); }
   void trim_meta(int meta_dir_fd);
   static constexpr uint64_t kMetaTrimEvery = 512;
   int shard_fd(int shard, bool create);

@@ -534,7 +534,7 @@ SharedBlob SqliteBackend::read_record(sqlite3 *db, uint64_t serial, sqlite3_stmt
   }
   // A peek (verify, export) always hashes what it reads.
   unsigned int version = 0;
-  if (serial && access == Access::use && blob->size() >= VerifiedRecords::kMinRowSize &&
+  if (serial && access == Access::use && blob->size() >= VerifiedRecords::kMinSize &&
       libsqlite().sqlite3_file_control(db, "main", SQLITE_FCNTL_DATA_VERSION, &version) ==
           SQLITE_OK) {
     const uint64_t token = VerifiedRecords::token_of_row(

@@ -47,6 +47,21 @@ class Blob {
     if (!b.base_) throw std::bad_alloc();
     return b;
   }
+  // The same for a record whose size the read will tell (take_any_spare_block): size() is the
+  // block's whole capacity until fit_read.
+  static Blob for_unsized_read(size_t fallback) {
+    Blob b;
+    b.base_ = take_any_spare_block(fallback, &b.capacity_);
+    if (!b.base_) throw std::bad_alloc();
+    b.size_ = b.capacity_;
+    return b;
+  }
+  // Sets the size of a for_unsized_read blob to the n <= size() bytes read into it, shrinking a
+  // block much larger than that (a caller may keep the record long).
+  void fit_read(size_t n) {
+    if (spare_too_large_for(capacity_, n)) return shrink(n);
+    size_ = n;
+  }
   static Blob copy_of(ByteView v) {
     Blob b(v.size);
     if (v.size) std::memcpy(b.data(), v.data, v.size);

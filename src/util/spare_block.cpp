@@ -47,12 +47,26 @@ size_t max_spare_block() {
 
 uint8_t *take_spare_block(size_t bytes, size_t *capacity) noexcept {
   Spare &spare = t_spare;
-  if (spare.base && spare.capacity >= bytes && spare.capacity <= max_capacity_for(bytes)) {
+  if (spare.base && spare.capacity >= bytes && !spare_too_large_for(spare.capacity, bytes)) {
     *capacity = spare.capacity;
     return std::exchange(spare.base, nullptr);
   }
   *capacity = bytes;
   return static_cast<uint8_t *>(std::malloc(bytes));
+}
+
+uint8_t *take_any_spare_block(size_t fallback, size_t *capacity) noexcept {
+  Spare &spare = t_spare;
+  if (spare.base) {
+    *capacity = spare.capacity;
+    return std::exchange(spare.base, nullptr);
+  }
+  *capacity = fallback;
+  return static_cast<uint8_t *>(std::malloc(fallback));
+}
+
+bool spare_too_large_for(size_t capacity, size_t bytes) noexcept {
+  return capacity > max_capacity_for(bytes);
 }
 
 void keep_spare_block(uint8_t *base, size_t capacity) noexcept {

@@ -20,6 +20,15 @@ size_t max_spare_block();
 // keep_spare_block. Thread-safe (the spare is the thread's own).
 uint8_t *take_spare_block(size_t bytes, size_t *capacity) noexcept;
 
+// For a read whose size is known only after it (a file read before it is stat'ed): the calling
+// thread's spare whatever its size, else a new block of fallback bytes (nullptr when malloc
+// fails). *capacity gets the block's size. Once the read's size is known, a block that
+// spare_too_large_for it should be shrunk before it is handed on.
+uint8_t *take_any_spare_block(size_t fallback, size_t *capacity) noexcept;
+
+// Whether a block of capacity bytes is more than take_spare_block hands out for bytes.
+bool spare_too_large_for(size_t capacity, size_t bytes) noexcept;
+
 // Takes back base, a block of capacity bytes from malloc (any thread's): it becomes the calling
 // thread's spare in place of the last one, which is freed; or it is freed at once when it is
 // larger than max_spare_block() or the thread is exiting. The thread's spare is freed when the

@@ -12,6 +12,7 @@
 #include <chrono>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "core/cache.hpp"
@@ -166,51 +167,99 @@ TEST(VerifiedRecords, OnlyTheIdentityAddedIsVouchedFor) {
   }
 }
 
-// A 64 KiB entry read twice: the second hit is vouched for. An in-place change of the same size
-// after it is found by the next hit, whether that hit comes at once (within the clock's tick) or
-// once the change has settled (still in the second of the vouched hit: only the file's identity
-// tells), and with the change's mtime put back (its ctime still tells).
+// An entry read twice: the second hit is vouched for, whether one read held the whole file (4 and
+// 64 KiB) or the rest came after the fstat (300 KB, more than the first read's block). An
+// in-place change of the same size after it is found by the next hit, whether that hit comes at
+// once (within the clock's tick) or once the change has settled (still in the second of the
+// vouched hit: only the file's identity tells), and with the change's mtime put back (its ctime
+// still tells).
 TEST(VouchedRead, AnyChangeToAVouchedFileIsHashedAgain) {
-  for (const bool settle_first : {false, true}) {
-    for (const bool restore_mtime : {false, true}) {
-      SCOPED_TRACE(std::string(settle_first ? "settled" : "at once") +
-                   (restore_mtime ? ", mtime put back" : ""));
-      TempDir d;
-      auto cache = Cache::open(fs_uri(d), CacheOptions{});
-      const std::string value = payload(65536, 'a');
-      cache->put(ByteView(std::string_view("k")), ByteView(value));
-      const std::string file = only_entry_file(d / "fs");
-      ASSERT_FALSE(file.empty());
-      wait_until_settled(file);
-      wait_for_the_start_of_a_second();  // every hit below in one second
-      auto first = cache->get(ByteView(std::string_view("k")));
-      ASSERT_TRUE(first);
-      EXPECT_FALSE(first->record->vouched());
-      EXPECT_NE(first->record->record_token(), 0u);
-      auto second = cache->get(ByteView(std::string_view("k")));
-      ASSERT_TRUE(second);
-      EXPECT_TRUE(second->record->vouched());
-      EXPECT_EQ(payload_of(*second), value);
+  for (const size_t size : {size_t(4096), size_t(65536), size_t(300000)}) {
+    for (const bool settle_first : {false, true}) {
+      for (const bool restore_mtime : {false, true}) {
+        SCOPED_TRACE(std::to_string(size) + " bytes, " + (settle_first ? "settled" : "at once") +
+                     (restore_mtime ? ", mtime put back" : ""));
+        TempDir d;
+        auto cache = Cache::open(fs_uri(d), CacheOptions{});
+        const std::string value = payload(size, 'a');
+        cache->put(ByteView(std::string_view("k")), ByteView(value));
+        const std::string file = only_entry_file(d / "fs");
+        ASSERT_FALSE(file.empty());
+        wait_until_settled(file);
+        wait_for_the_start_of_a_second();  // every hit below in one second
+        auto first = cache->get(ByteView(std::string_view("k")));
+        ASSERT_TRUE(first);
+        EXPECT_FALSE(first->record->vouched());
+        EXPECT_NE(first->record->record_token(), 0u);
+        auto second = cache->get(ByteView(std::string_view("k")));
+        ASSERT_TRUE(second);
+        EXPECT_TRUE(second->record->vouched());
+        EXPECT_EQ(payload_of(*second), value);
 
-      struct stat before;
-      ASSERT_EQ(::stat(file.c_str(), &before), 0);
-      flip_byte_in_place(file, off_t(before.st_size) - 100);
-      if (restore_mtime) {
-        const timespec times[2] = {before.st_atim, before.st_mtim};
-        ASSERT_EQ(::utimensat(AT_FDCWD, file.c_str(), times, 0), 0);
+        struct stat before;
+        ASSERT_EQ(::stat(file.c_str(), &before), 0);
+        flip_byte_in_place(file, off_t(before.st_size) - 100);
+        if (restore_mtime) {
+          const timespec times[2] = {before.st_atim, before.st_mtim};
+          ASSERT_EQ(::utimensat(AT_FDCWD, file.c_str(), times, 0), 0);
+        }
+        if (settle_first) wait_until_settled(file);
+        EXPECT_FALSE(cache->get(ByteView(std::string_view("k"))))
+            << "a changed file was vouched for";
+        EXPECT_EQ(cache->stats().corrupt, 1u);
       }
-      if (settle_first) wait_until_settled(file);
-      EXPECT_FALSE(cache->get(ByteView(std::string_view("k")))) << "a changed file was vouched for";
-      EXPECT_EQ(cache->stats().corrupt, 1u);
     }
   }
+}
+
+namespace {
+
+std::string g_rewritten_file;  // the entry file the hook rewrites, once
+int rewrite_before_read(sys::Op op) {
+  if (op != sys::Op::read || g_rewritten_file.empty()) return 0;
+  const std::string file = std::exchange(g_rewritten_file, "");
+  // The same byte written back: the content stays intact, the file's times change.
+  const int fd = ::open(file.c_str(), O_RDWR);
+  char c;
+  if (fd < 0 || ::pread(fd, &c, 1, 100) != 1 || ::pwrite(fd, &c, 1, 100) != 1) std::abort();
+  ::close(fd);
+  return 0;
+}
+
+}  // namespace
+
+// A hit reads before it stats the file, so the identity its token names is the one after the
+// read. A write that lands after the hit read the clock (here just before its read; as well
+// between its read and its fstat, where the bytes read predate it) must leave the hit with no
+// token: what it hashed cannot vouch for the file as the write left it.
+TEST(VouchedRead, AFileWrittenDuringAHitIsNotVouchedForByIt) {
+  TempDir d;
+  auto cache = Cache::open(fs_uri(d), CacheOptions{});
+  const std::string value = payload(65536, 'w');
+  cache->put(ByteView(std::string_view("k")), ByteView(value));
+  const std::string file = only_entry_file(d / "fs");
+  ASSERT_FALSE(file.empty());
+  wait_until_settled(file);
+  wait_for_the_start_of_a_second();
+  g_rewritten_file = file;
+  sys::set_fault_hook(rewrite_before_read);
+  auto during = cache->get(ByteView(std::string_view("k")));
+  sys::set_fault_hook(nullptr);
+  ASSERT_TRUE(g_rewritten_file.empty()) << "the hit read nothing";
+  ASSERT_TRUE(during);
+  EXPECT_EQ(payload_of(*during), value);
+  EXPECT_EQ(during->record->record_token(), 0u) << "an identity changed under the hit";
+  auto next = cache->get(ByteView(std::string_view("k")));
+  ASSERT_TRUE(next);
+  EXPECT_FALSE(next->record->vouched());
 }
 
 TEST(VouchedRead, PeeksAndSmallEntriesAreAlwaysHashed) {
   TempDir d;
   auto cache = Cache::open("filestream:" + (d / "fs"), CacheOptions{});
   cache->put(ByteView(std::string_view("big")), ByteView(payload(65536, 'b')));
-  cache->put(ByteView(std::string_view("small")), ByteView(payload(4096, 's')));
+  cache->put(ByteView(std::string_view("small")),
+             ByteView(payload(VerifiedRecords::kMinSize / 2, 's')));
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
   for (int i = 0; i < 2; ++i) {
     std::string damage;

@@ -6,7 +6,11 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <cstring>
+#include <string>
 #include <thread>
+
+#include "util/blob.hpp"
 
 using progcache::keep_spare_block;
 using progcache::max_spare_block;
@@ -99,4 +103,34 @@ TEST(SpareBlock, EachThreadKeepsItsOwn) {
   }).join();
   EXPECT_EQ(take_spare_block(3000, &capacity), mine);
   std::free(mine);
+}
+
+// A read whose size only the read tells (a file-stream hit reads before its fstat) takes the
+// spare whatever its size, or a block of the fallback size when the thread has none; the blob
+// around it then shrinks a block far larger than what was read (a caller may keep it long).
+TEST(SpareBlock, AnUnsizedReadTakesAnySpareAndFitsWhatItRead) {
+  SKIP_WITHOUT_SPARE();
+  uint8_t *block = kept_block(64 * 1024);
+  size_t capacity = 0;
+  EXPECT_EQ(progcache::take_any_spare_block(4096, &capacity), block);
+  EXPECT_EQ(capacity, 64u * 1024);
+  keep_spare_block(block, capacity);
+  drop_spare();
+  uint8_t *fallback = progcache::take_any_spare_block(4096, &capacity);
+  ASSERT_NE(fallback, nullptr);
+  EXPECT_EQ(capacity, 4096u);
+  std::free(fallback);
+
+  EXPECT_FALSE(progcache::spare_too_large_for(16 * 1024, 4096));  // 2x + 8 KiB
+  EXPECT_TRUE(progcache::spare_too_large_for(16 * 1024 + 1, 4096));
+  kept_block(64 * 1024);
+  progcache::Blob read = progcache::Blob::for_unsized_read(16 * 1024);
+  EXPECT_EQ(read.size(), 64u * 1024);  // all of it readable until fitted
+  std::memset(read.data(), 'r', 100);
+  read.fit_read(100);
+  EXPECT_EQ(read.size(), 100u);
+  EXPECT_EQ(read.view().str(), std::string(100, 'r'));
+  size_t kept = 0;
+  std::free(read.release_block(&kept));
+  EXPECT_EQ(kept, 100u) << "a 64 KiB block kept for 100 bytes";
 }
