@@ -82,6 +82,14 @@ for size, label in ((4096, "4 KiB"), (65536, "64 KiB"), (1048576, "1 MiB")):
         r = ratio(a, b)
         cells += [fmt_time(a), fmt_time(b), ("%.2f× %s" % (r, verdict(r, t))) if r else "n/a"]
     lines.append("| %s | %s |" % (label, " | ".join(cells)))
+lines += ["", "Memory hits copied into the caller's reused buffer (`pcache_get_into`), the copy the `memcpy`",
+          "baseline makes, where `pcache_get` hands out a new block on each hit (no target; it shows",
+          "what of `pcache_get`'s ratio is the block it returns):", "",
+          "| payload | `pcache_get_into` | `memcpy` | ratio |", "| --- | --- | --- | --- |"]
+for size, label in ((4096, "4 KiB"), (65536, "64 KiB"), (1048576, "1 MiB")):
+    i, mc = ns("BM_GetInto/%d" % size), ns("BM_Memcpy/%d" % size)
+    r = ratio(i, mc)
+    lines.append("| %s | %s | %s | %s |" % (label, fmt_time(i), fmt_time(mc), ("%.2f×" % r) if r else "n/a"))
 lines += ["", "Zero-copy view hits (`pcache_get_view`, memory; target < 0.5 µs at every size):", "",
           "| payload | view hit | verdict |", "| --- | --- | --- |"]
 for size, label in ((4096, "4 KiB"), (65536, "64 KiB"), (1048576, "1 MiB")):
@@ -204,9 +212,12 @@ if startup and "warm_ms" in startup:
     lines += ["", "## The drop-in NVRTC: a process compiling 20 kernels at start-up (target ≥ 50×; #34: ≥ 100×)", "",
               "`bench/nvrtc_startup.c` (linked with `-lnvrtc`) compiles 20 kernels for sm_90 and exits;",
               "`bench/dropin_startup.py` times whole processes, median of %d, the real and the warm runs"
-              % startup["runs"], "alternated. Cold: through `progcache run` with an empty cache.", "",
+              % startup["runs"], "alternated, each timed warm run right after an untimed one of the same command (on",
+              "this shared VM a short process started just after the real compiler's 0.6 s, or after an",
+              "idle half second, ran 2-3x slower, whatever it ran). Cold: through `progcache run` with an",
+              "empty cache.", "",
               "The drop-in alone: the warm client with the drop-in first on `LD_LIBRARY_PATH` by hand,",
-              "without `progcache run`'s own start, cache check and report (about 4 ms of the warm run).",
+              "without `progcache run`'s own start, cache check and report (about 3 ms of the warm run).",
               "Verdicts: through `run` against ≥ 50×, the drop-in alone against #34's ≥ 100×.", "",
               "| real NVRTC | drop-in, cold | drop-in, warm | real / warm | drop-in alone, warm | real / alone |",
               "| --- | --- | --- | --- | --- | --- |",
