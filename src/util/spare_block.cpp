@@ -3,6 +3,8 @@
 #include <cstdlib>
 #include <utility>
 
+#include "util/thread_state.hpp"
+
 namespace progcache {
 namespace {
 
@@ -26,6 +28,7 @@ struct Spare {
   uint8_t *base = nullptr;
   size_t capacity = 0;
   bool closed = false;
+  bool releaser_armed = false;  // arm_releaser ran in this thread
 };
 thread_local Spare t_spare;
 
@@ -39,6 +42,14 @@ struct SpareReleaser {
   }
 };
 
+// Constructs the thread's SpareReleaser, so that it runs at the thread's exit. Out of line and
+// called once per thread: a block-scope thread_local in keep_spare_block cost every call its
+// guard's own thread-local lookups.
+[[gnu::noinline]] void arm_releaser() noexcept {
+  thread_local SpareReleaser releaser;
+  (void)releaser;
+}
+
 }  // namespace
 
 size_t max_spare_block() {
@@ -46,7 +57,7 @@ size_t max_spare_block() {
 }
 
 uint8_t *take_spare_block(size_t bytes, size_t *capacity) noexcept {
-  Spare &spare = t_spare;
+  Spare &spare = *this_thread(t_spare);
   if (spare.base && spare.capacity >= bytes && !spare_too_large_for(spare.capacity, bytes)) {
     *capacity = spare.capacity;
     return std::exchange(spare.base, nullptr);
@@ -56,7 +67,7 @@ uint8_t *take_spare_block(size_t bytes, size_t *capacity) noexcept {
 }
 
 uint8_t *take_any_spare_block(size_t fallback, size_t *capacity) noexcept {
-  Spare &spare = t_spare;
+  Spare &spare = *this_thread(t_spare);
   if (spare.base) {
     *capacity = spare.capacity;
     return std::exchange(spare.base, nullptr);
@@ -71,9 +82,12 @@ bool spare_too_large_for(size_t capacity, size_t bytes) noexcept {
 
 void keep_spare_block(uint8_t *base, size_t capacity) noexcept {
   if (!base) return;  // nothing to keep: the spare stays
-  Spare &spare = t_spare;
+  Spare &spare = *this_thread(t_spare);
   if (spare.closed || capacity > kMaxSpare) return std::free(base);
-  thread_local SpareReleaser releaser;  // constructed by the thread's first kept block
+  if (!spare.releaser_armed) {  // the thread's first kept block
+    arm_releaser();
+    spare.releaser_armed = true;
+  }
   std::free(spare.base);
   spare.base = base;
   spare.capacity = capacity;

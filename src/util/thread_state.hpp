@@ -22,6 +22,17 @@ extern "C" __attribute__((visibility("hidden"))) void *__dso_handle;
 
 namespace progcache {
 
+// The calling thread's address of variable, a thread_local, for a function to use throughout.
+// In a library opened with dlopen each such address is a __tls_get_addr call, and GCC makes the
+// call again at each use rather than keep the first result (to it the address is a constant to
+// recompute): the empty asm hides where the pointer came from, so the first call is kept.
+template <typename T>
+inline T *this_thread(T &variable) noexcept {
+  T *address = &variable;
+  asm("" : "+r"(address));
+  return address;
+}
+
 template <typename T>
 class ThreadState {
   static_assert(std::is_nothrow_default_constructible_v<T>,
@@ -31,7 +42,7 @@ class ThreadState {
   // This thread's T, constructed on first use. Not inlined: GCC would otherwise compute the
   // thread-local's address again (a __tls_get_addr call) at every use in an inlining caller.
   [[gnu::noinline]] static T &get() noexcept {
-    Slot &slot = t_slot;
+    Slot &slot = *this_thread(t_slot);
     if (!slot.live) {
       new (slot.storage) T();
       slot.live = true;
