@@ -416,8 +416,11 @@ SharedBlob FileStreamBackend::get(ByteView key, Access access) {
   if (whole) {
     blob->fit_read(size);
   } else {
-    // Larger than the block (or a short read): the rest after what was read.
+    // Larger than the block (or a short read): the rest after what was read. The block goes
+    // back as the thread's spare, for the next such hit's first read.
     std::memcpy(blob->data(), first.data(), size_t(got));
+    size_t first_capacity = 0;
+    keep_spare_block(first.release_block(&first_capacity), first_capacity);
     if (!pread_all(fd.get(), blob->data() + got, size - size_t(got), off_t(got))) {
       if (errno == 0) return std::make_shared<Blob>(0);  // shrank under us: treated as damage
       throw_errno("cannot read cache entry");

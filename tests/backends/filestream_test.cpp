@@ -92,6 +92,12 @@ TEST_F(FileStream, EveryKindOfDamageIsAMissRemovedAndCounted) {
          fs::remove(e);
          fs::create_directory(e);
        }},
+      // A hit reads before it stats: the read must neither block on a FIFO nor fail the get.
+      {"FIFO",
+       [](const std::string &e, const std::string &) {
+         fs::remove(e);
+         ASSERT_EQ(::mkfifo(e.c_str(), 0600), 0);
+       }},
   };
   for (const Damage &dmg : damages) {
     SCOPED_TRACE(dmg.name);

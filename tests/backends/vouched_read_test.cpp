@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <optional>
 #include <string>
 #include <thread>
 #include <utility>
@@ -89,14 +90,31 @@ void wait_for_the_start_of_a_second() {
   } while (now.tv_nsec > 300000000);
 }
 
-void flip_byte_in_place(const std::string &path, off_t offset) {
+// Writes the byte at offset back xor-ed with mask (0: the same byte, only the file's times change).
+void xor_byte_in_place(const std::string &path, off_t offset, char mask) {
   const int fd = ::open(path.c_str(), O_RDWR);
   ASSERT_GE(fd, 0);
   char c;
   ASSERT_EQ(::pread(fd, &c, 1, offset), 1);
-  c = char(c ^ 0x20);
+  c = char(c ^ mask);
   ASSERT_EQ(::pwrite(fd, &c, 1, offset), 1);
   ::close(fd);
+}
+
+void flip_byte_in_place(const std::string &path, off_t offset) {
+  xor_byte_in_place(path, offset, 0x20);
+}
+
+// Puts value under "k" and waits until its file may be vouched for, then for the start of a
+// second (a token's lifetime), so that the hits that follow fall in one: the entry file, or ""
+// when there is none.
+std::string put_settled(Cache &cache, const TempDir &d, const std::string &value) {
+  cache.put(ByteView(std::string_view("k")), ByteView(value));
+  const std::string file = only_entry_file(d / "fs");
+  if (file.empty()) return file;
+  wait_until_settled(file);
+  wait_for_the_start_of_a_second();
+  return file;
 }
 
 std::string payload_of(const Hit &hit) {
@@ -182,11 +200,8 @@ TEST(VouchedRead, AnyChangeToAVouchedFileIsHashedAgain) {
         TempDir d;
         auto cache = Cache::open(fs_uri(d), CacheOptions{});
         const std::string value = payload(size, 'a');
-        cache->put(ByteView(std::string_view("k")), ByteView(value));
-        const std::string file = only_entry_file(d / "fs");
+        const std::string file = put_settled(*cache, d, value);
         ASSERT_FALSE(file.empty());
-        wait_until_settled(file);
-        wait_for_the_start_of_a_second();  // every hit below in one second
         auto first = cache->get(ByteView(std::string_view("k")));
         ASSERT_TRUE(first);
         EXPECT_FALSE(first->record->vouched());
@@ -210,48 +225,6 @@ TEST(VouchedRead, AnyChangeToAVouchedFileIsHashedAgain) {
       }
     }
   }
-}
-
-namespace {
-
-std::string g_rewritten_file;  // the entry file the hook rewrites, once
-int rewrite_before_read(sys::Op op) {
-  if (op != sys::Op::read || g_rewritten_file.empty()) return 0;
-  const std::string file = std::exchange(g_rewritten_file, "");
-  // The same byte written back: the content stays intact, the file's times change.
-  const int fd = ::open(file.c_str(), O_RDWR);
-  char c;
-  if (fd < 0 || ::pread(fd, &c, 1, 100) != 1 || ::pwrite(fd, &c, 1, 100) != 1) std::abort();
-  ::close(fd);
-  return 0;
-}
-
-}  // namespace
-
-// A hit reads before it stats the file, so the identity its token names is the one after the
-// read. A write that lands after the hit read the clock (here just before its read; as well
-// between its read and its fstat, where the bytes read predate it) must leave the hit with no
-// token: what it hashed cannot vouch for the file as the write left it.
-TEST(VouchedRead, AFileWrittenDuringAHitIsNotVouchedForByIt) {
-  TempDir d;
-  auto cache = Cache::open(fs_uri(d), CacheOptions{});
-  const std::string value = payload(65536, 'w');
-  cache->put(ByteView(std::string_view("k")), ByteView(value));
-  const std::string file = only_entry_file(d / "fs");
-  ASSERT_FALSE(file.empty());
-  wait_until_settled(file);
-  wait_for_the_start_of_a_second();
-  g_rewritten_file = file;
-  sys::set_fault_hook(rewrite_before_read);
-  auto during = cache->get(ByteView(std::string_view("k")));
-  sys::set_fault_hook(nullptr);
-  ASSERT_TRUE(g_rewritten_file.empty()) << "the hit read nothing";
-  ASSERT_TRUE(during);
-  EXPECT_EQ(payload_of(*during), value);
-  EXPECT_EQ(during->record->record_token(), 0u) << "an identity changed under the hit";
-  auto next = cache->get(ByteView(std::string_view("k")));
-  ASSERT_TRUE(next);
-  EXPECT_FALSE(next->record->vouched());
 }
 
 TEST(VouchedRead, PeeksAndSmallEntriesAreAlwaysHashed) {
@@ -317,39 +290,66 @@ TEST(VouchedRead, AVouchedRecordSkipsTheChecksumButNeverTheMac) {
 
 namespace {
 
-std::string g_file_to_damage;
+std::string g_file_to_change;  // the entry file the hook changes, once
+char g_change_mask = 0;        // what the byte 100 from its end is xor-ed with
 
-// Before the entry's read: damages the file in place, as a writer racing the hit would.
-int damage_during_read(sys::Op op) {
-  if (op == sys::Op::read && !g_file_to_damage.empty()) {
-    struct stat st;
-    if (::stat(g_file_to_damage.c_str(), &st) == 0)
-      flip_byte_in_place(g_file_to_damage, off_t(st.st_size) - 100);
-    g_file_to_damage.clear();
-  }
+// Before the entry's read (after the hit read the clock): changes the file in place, as a writer
+// racing the hit would.
+int change_before_read(sys::Op op) {
+  if (op != sys::Op::read || g_file_to_change.empty()) return 0;
+  const std::string file = std::exchange(g_file_to_change, "");
+  struct stat st;
+  if (::stat(file.c_str(), &st) == 0)
+    xor_byte_in_place(file, off_t(st.st_size) - 100, g_change_mask);
   return 0;
+}
+
+// A get of "k" during which file's byte 100 from its end is xor-ed with mask just before the
+// read.
+std::optional<Hit> get_changed_before_read(Cache &cache, const std::string &file, char mask) {
+  g_file_to_change = file;
+  g_change_mask = mask;
+  sys::set_fault_hook(change_before_read);
+  auto hit = cache.get(ByteView(std::string_view("k")));
+  sys::set_fault_hook(nullptr);
+  EXPECT_TRUE(g_file_to_change.empty()) << "the hit read nothing";
+  return hit;
 }
 
 }  // namespace
 
-// A file that changes between the hit's fstat (which found it vouched for) and its read is hashed.
+// A file vouched for that changes as a hit reads it (the fstat after the read finds it changed)
+// is hashed.
 TEST(VouchedRead, AFileChangedWhileItIsReadIsHashed) {
   TempDir d;
   auto cache = Cache::open(fs_uri(d), CacheOptions{});
   const std::string value = payload(65536, 'r');
-  cache->put(ByteView(std::string_view("k")), ByteView(value));
-  const std::string file = only_entry_file(d / "fs");
+  const std::string file = put_settled(*cache, d, value);
   ASSERT_FALSE(file.empty());
-  wait_until_settled(file);
-  wait_for_the_start_of_a_second();
   ASSERT_TRUE(cache->get(ByteView(std::string_view("k"))));
-  g_file_to_damage = file;
-  sys::set_fault_hook(damage_during_read);
-  const auto hit = cache->get(ByteView(std::string_view("k")));
-  sys::set_fault_hook(nullptr);
-  EXPECT_TRUE(g_file_to_damage.empty()) << "the hook never ran";
+  const auto hit = get_changed_before_read(*cache, file, 0x20);
   EXPECT_FALSE(hit) << "bytes changed during the read were vouched for";
   EXPECT_EQ(cache->stats().corrupt, 1u);
+}
+
+// A hit reads before it stats the file, so the identity its token names is the one after the
+// read. A write that lands after the hit read the clock (here just before its read; as well
+// between its read and its fstat, where the bytes read predate it) must leave the hit with no
+// token: what it hashed cannot vouch for the file as the write left it.
+TEST(VouchedRead, AFileWrittenDuringAHitIsNotVouchedForByIt) {
+  TempDir d;
+  auto cache = Cache::open(fs_uri(d), CacheOptions{});
+  const std::string value = payload(65536, 'w');
+  const std::string file = put_settled(*cache, d, value);
+  ASSERT_FALSE(file.empty());
+  // The same byte written back: the content stays intact, the file's times change.
+  auto during = get_changed_before_read(*cache, file, 0);
+  ASSERT_TRUE(during);
+  EXPECT_EQ(payload_of(*during), value);
+  EXPECT_EQ(during->record->record_token(), 0u) << "an identity changed under the hit";
+  auto next = cache->get(ByteView(std::string_view("k")));
+  ASSERT_TRUE(next);
+  EXPECT_FALSE(next->record->vouched());
 }
 
 namespace {
