@@ -5,6 +5,7 @@
 #include <cstring>
 #include <string>
 
+#include "core/copy_hit.hpp"
 #include "core/include_scan.hpp"
 #include "core/key.hpp"
 #include "core/loader.hpp"
@@ -61,19 +62,16 @@ namespace {
 // pcache_get on a cache whose records stay in this process: copied while the store holds the
 // record (Cache::copy_hit), with no counted reference to it. false on a miss.
 bool copy_hit(progcache::Cache &c, ByteView key, void **data, size_t *size) {
-  struct Out {
-    uint8_t *copy = nullptr;
-    size_t size = 0;
-  } out;
-  auto copy = [](void *o, ByteView payload) {
-    auto *to = static_cast<Out *>(o);
-    to->copy = copy_payload(payload);
-    to->size = payload.size;
-  };
-  if (!c.copy_hit(key, copy, &out)) return false;
-  if (!out.copy) throw std::bad_alloc();
-  *data = out.copy;
-  *size = out.size;
+  uint8_t *copy = nullptr;
+  size_t copied = 0;
+  if (!c.copy_hit(key, [&](ByteView payload) {
+        copy = copy_payload(payload);
+        copied = payload.size;
+      }))
+    return false;
+  if (!copy) throw std::bad_alloc();
+  *data = copy;
+  *size = copied;
   return true;
 }
 
@@ -81,20 +79,10 @@ bool copy_hit(progcache::Cache &c, ByteView key, void **data, size_t *size) {
 // the payload's size either way. false on a miss.
 bool copy_hit_into(progcache::Cache &c, ByteView key, void *buffer, size_t capacity,
                    size_t *found) {
-  struct Into {
-    void *buffer;
-    size_t capacity;
-    size_t size = 0;
-  } into{buffer, capacity};
-  auto copy = [](void *i, ByteView payload) {
-    auto *to = static_cast<Into *>(i);
-    to->size = payload.size;
-    if (payload.size <= to->capacity && payload.size)
-      std::memcpy(to->buffer, payload.data, payload.size);
-  };
-  if (!c.copy_hit(key, copy, &into)) return false;
-  *found = into.size;
-  return true;
+  return c.copy_hit(key, [&](ByteView payload) {
+    *found = payload.size;
+    if (payload.size <= capacity && payload.size) std::memcpy(buffer, payload.data, payload.size);
+  });
 }
 
 }  // namespace

@@ -62,12 +62,8 @@ Error invalid(const std::string &what) {
   return Error(Status::invalid_arg, what);
 }
 
-progcache::Cache &need_cache(pcache *cache) {
+void refuse_cache(pcache *cache) {
   if (!cache) throw invalid("cache handle is NULL");
-  if (cache->state.load(std::memory_order_acquire) != kSlotOpen)
-    throw invalid("cache handle is closed or invalid");
-  if (cache->cache) return *cache->cache;
-  if (cache->tier) return *cache->tier;
   throw invalid("cache handle is closed or invalid");
 }
 
@@ -77,11 +73,6 @@ progcache::Cache &need_counters(pcache *cache) {
     throw Error(Status::unsupported,
                 "a tiered cache keeps its shared counters per tier: ask each tier");
   return c;
-}
-
-ByteView need_key(const void *key, size_t key_size) {
-  if (!key) throw invalid("key is NULL");
-  return {key, key_size};
 }
 
 std::vector<std::string_view> string_list(const char *const *list, size_t n, const char *what) {

@@ -115,9 +115,21 @@ void copy_known_prefix(T *dst, T out) {
   std::memcpy(static_cast<void *>(dst), &out, std::min<size_t>(dst->struct_size, sizeof out));
 }
 
-// The open cache behind a handle; throws invalid_arg for NULL, closed or invalid handles.
-progcache::Cache &need_cache(pcache *cache);
-ByteView need_key(const void *key, size_t key_size);
+// need_cache's failure: invalid_arg for a NULL, closed or invalid handle.
+[[noreturn]] void refuse_cache(pcache *cache);
+// The open cache behind a handle; throws invalid_arg for NULL, closed or invalid handles. Inline,
+// like need_key: both are on every hit's path, and their checks are a few instructions.
+inline progcache::Cache &need_cache(pcache *cache) {
+  if (cache && cache->state.load(std::memory_order_acquire) == kSlotOpen) {
+    if (cache->cache) return *cache->cache;
+    if (cache->tier) return *cache->tier;
+  }
+  refuse_cache(cache);
+}
+inline ByteView need_key(const void *key, size_t key_size) {
+  if (!key) throw invalid("key is NULL");
+  return {key, key_size};
+}
 // need_cache for the shared counters: a tiered handle has none of its own (unsupported).
 progcache::Cache &need_counters(pcache *cache);
 // Reads a pcache_program into the core's description (pointers stay the caller's).

@@ -15,25 +15,6 @@ SharedBlob MemoryBackend::get(ByteView key, Access access) {
   return (*it)->record;
 }
 
-bool MemoryBackend::use_in_place(ByteView key, RecordUser use, void *context) {
-  SharedBlob pinned;
-  uint64_t payload_size = 0;
-  {
-    std::lock_guard lock(mutex_);
-    const Lru::iterator *it = index_.find(key.str());
-    if (!it) return false;
-    touch_locked(*it);
-    payload_size = (*it)->payload_size;
-    if (payload_size <= kMaxUsedUnderLock) {
-      use(context, (*it)->record->view(), payload_size);
-      return true;
-    }
-    pinned = (*it)->record;
-  }
-  use(context, pinned->view(), payload_size);
-  return true;
-}
-
 void MemoryBackend::touch_locked(Lru::iterator it) {
   if (it != lru_.begin()) lru_.splice(lru_.begin(), lru_, it);
   it->last_use = std::time(nullptr);
@@ -47,7 +28,8 @@ void MemoryBackend::erase_locked(Lru::iterator it) {
 
 void MemoryBackend::put(ByteView key, Blob &&record, uint64_t payload_size) {
   auto shared = std::make_shared<const Blob>(std::move(record));
-  Node node{std::string(key.str()), std::move(shared), payload_size, std::time(nullptr)};
+  const ByteView view = shared->view();
+  Node node{std::string(key.str()), std::move(shared), view, payload_size, std::time(nullptr)};
   std::lock_guard lock(mutex_);
   if (const Lru::iterator *it = index_.find(key.str())) erase_locked(*it);
   lru_.push_front(std::move(node));

@@ -138,11 +138,10 @@ std::vector<Cache *> Cache::tiers() const {
   return tiered_ ? tiered_->tiers() : std::vector<Cache *>{};
 }
 
-void Cache::check_key(ByteView key) const {
+void Cache::refuse_key(ByteView key) {
   if (key.size == 0) throw Error(Status::invalid_arg, "key is empty (keys are 1 to 65536 bytes)");
-  if (key.size > kMaxKeySize)
-    throw Error(Status::invalid_arg,
-                "key is " + std::to_string(key.size) + " bytes (keys are 1 to 65536 bytes)");
+  throw Error(Status::invalid_arg,
+              "key is " + std::to_string(key.size) + " bytes (keys are 1 to 65536 bytes)");
 }
 
 std::optional<Hit> Cache::get(ByteView key, Access access) {
@@ -200,26 +199,6 @@ std::optional<Hit> Cache::read(ByteView key, Access access, bool count_hits, boo
   count_hit(parts->payload.size);
   count_op();
   return Hit{std::move(record), parts->payload, parts->meta};
-}
-
-bool Cache::copy_hit(ByteView key, PayloadCopier copy, void *context) {
-  check_key(key);
-  struct Copy {
-    PayloadCopier copy;
-    void *context;
-    uint64_t size = 0;
-  } hit{copy, context};
-  auto use = [](void *c, ByteView record, uint64_t payload_size) {
-    auto *h = static_cast<Copy *>(c);
-    h->size = payload_size;
-    h->copy(h->context, plain_entry_payload(record, payload_size));
-  };
-  if (!memory_->use_in_place(key, use, &hit)) {
-    misses_.fetch_add(1, std::memory_order_relaxed);
-    return false;
-  }
-  count_hit(hit.size);
-  return true;
 }
 
 void Cache::check_payload_size(uint64_t size) const {

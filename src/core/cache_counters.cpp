@@ -1,5 +1,6 @@
 // A cache's counters: its handle's own (CacheStats), and how much of them it shares with every
 // process using its storage (PersistentCounters, flushed now and then and on close).
+#include "backends/memory_backend.hpp"
 #include "core/cache.hpp"
 #include "core/tiered_backend.hpp"
 #include "util/error.hpp"
@@ -85,12 +86,14 @@ PersistentCounters Cache::persistent_counters() {
 CacheStats Cache::stats() const {
   CacheStats s;
   auto ld = [](const std::atomic<uint64_t> &a) { return a.load(std::memory_order_relaxed); };
-  s.hits = reads_.total(0);
+  const MemoryBackend::UseCounts copied =
+      memory_ ? memory_->use_counts() : MemoryBackend::UseCounts{};
+  s.hits = reads_.total(0) + copied.uses;
   s.misses = ld(misses_);
   s.puts = ld(puts_);
   s.deletes = ld(deletes_);
   s.evictions = ld(events_.evictions);
-  s.bytes_read = reads_.total(1);
+  s.bytes_read = reads_.total(1) + copied.payload_bytes;
   s.bytes_written = ld(bytes_written_);
   s.corrupt = ld(corrupt_) + ld(events_.corrupt);
   s.healed = ld(healed_);

@@ -27,9 +27,17 @@ class OpenIndex {
   size_t size() const { return size_; }
 
   // The value stored under key, or nullptr. The pointer lasts until the next insert or erase.
-  Value *find(std::string_view key) {
-    const size_t i = slot_of(key);
+  Value *find(std::string_view key) { return find(key, hash_of(key)); }
+  // The same with key's hash_of(key), computed beforehand (before the owner's lock, so that its
+  // latency overlaps the lock's).
+  Value *find(std::string_view key, uint64_t hash) {
+    const size_t i = slot_of(key, hash);
     return i == kNone ? nullptr : &slots_[i].value;
+  }
+  // What find hashes key to; depends on nothing but key (thread-safe when Hash is).
+  uint64_t hash_of(std::string_view key) const {
+    const uint64_t h = hash_(key);
+    return h == kEmpty ? 1 : h;
   }
 
   // Adds value, whose key must not be in the index already.
@@ -62,14 +70,10 @@ class OpenIndex {
   static constexpr size_t kNone = ~size_t(0);
 
   size_t mask() const { return slots_.size() - 1; }
-  uint64_t hash_of(std::string_view key) const {
-    const uint64_t h = hash_(key);
-    return h == kEmpty ? 1 : h;
-  }
 
-  size_t slot_of(std::string_view key) const {
+  size_t slot_of(std::string_view key) const { return slot_of(key, hash_of(key)); }
+  size_t slot_of(std::string_view key, uint64_t h) const {
     if (size_ == 0) return kNone;
-    const uint64_t h = hash_of(key);
     for (size_t i = h & mask();; i = (i + 1) & mask()) {
       const Slot &s = slots_[i];
       if (s.hash == kEmpty) return kNone;

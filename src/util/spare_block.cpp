@@ -88,7 +88,7 @@ void keep_spare_block(uint8_t *base, size_t capacity) noexcept {
     arm_releaser();
     spare.releaser_armed = true;
   }
-  std::free(spare.base);
+  if (spare.base) std::free(spare.base);  // none after a take: no call
   spare.base = base;
   spare.capacity = capacity;
 }

@@ -6,10 +6,6 @@
 
 namespace progcache {
 
-ThreadMessages &thread_messages() {
-  return ThreadState<ThreadMessages>::get();
-}
-
 void set_thread_warning(std::string message) {
   thread_messages().warning = nul_shown(std::move(message));
 }

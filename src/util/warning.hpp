@@ -7,6 +7,7 @@
 #include <string>
 
 #include "util/error.hpp"
+#include "util/thread_state.hpp"
 
 namespace progcache {
 
@@ -19,7 +20,10 @@ struct ThreadMessages {
   int32_t last_status = 0;  // the C API's last call's status and cause (pcache_last_error_info)
   ErrorDetail last_detail;
 };
-ThreadMessages &thread_messages();
+// Inline: every C API call asks for it, and a call in between cost a hit a call and a return.
+inline ThreadMessages &thread_messages() {
+  return ThreadState<ThreadMessages>::get();
+}
 
 // Replaces the calling thread's warning.
 void set_thread_warning(std::string message);

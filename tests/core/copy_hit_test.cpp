@@ -1,13 +1,16 @@
 // Cache::copy_hit, the copy of a memory hit made while the store holds the record: the bytes
 // stored, counted as a get counts them, a use for recency whatever the size, and a large payload
 // copied without holding up the store's other threads.
+#include "core/copy_hit.hpp"
+
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <chrono>
 #include <future>
 #include <string>
-
-#include "core/cache.hpp"
+#include <thread>
+#include <vector>
 
 using progcache::ByteView;
 using progcache::Cache;
@@ -21,11 +24,9 @@ ByteView view(const std::string &s) {
 
 std::string copy_of(Cache &cache, const std::string &key, bool *hit) {
   std::string out;
-  auto copy = [](void *o, ByteView payload) {
-    static_cast<std::string *>(o)->assign(reinterpret_cast<const char *>(payload.data),
-                                          payload.size);
-  };
-  *hit = cache.copy_hit(view(key), copy, &out);
+  *hit = cache.copy_hit(view(key), [&out](ByteView payload) {
+    out.assign(reinterpret_cast<const char *>(payload.data), payload.size);
+  });
   return out;
 }
 
@@ -75,22 +76,52 @@ TEST(CopyHit, ALargePayloadIsCopiedWithoutHoldingUpTheStore) {
   auto cache = Cache::open("memory:", CacheOptions{});
   const std::string big(64 * 1024, 'b');
   cache->put(view("big"), view(big));
-  struct Copy {
-    Cache *cache;
-    std::future<void> put;  // waited for after copy_hit: a put the lock holds up ends after it
-    bool put_done = false;
-    std::string bytes;
-  } c{cache.get(), {}, false, {}};
-  auto copy = [](void *context, ByteView payload) {
-    auto *to = static_cast<Copy *>(context);
-    to->put = std::async(std::launch::async, [to] { to->cache->put(view("other"), view("x")); });
-    to->put_done = to->put.wait_for(std::chrono::seconds(5)) == std::future_status::ready;
-    to->bytes.assign(reinterpret_cast<const char *>(payload.data), payload.size);
-  };
-  ASSERT_TRUE(cache->copy_hit(view("big"), copy, &c));
-  c.put.wait();
-  EXPECT_TRUE(c.put_done) << "the store was locked while a 64 KiB payload was copied";
-  EXPECT_EQ(c.bytes, big);
+  std::future<void> put;  // waited for after copy_hit: a put the lock holds up ends after it
+  bool put_done = false;
+  std::string bytes;
+  ASSERT_TRUE(cache->copy_hit(view("big"), [&](ByteView payload) {
+    put = std::async(std::launch::async, [&] { cache->put(view("other"), view("x")); });
+    put_done = put.wait_for(std::chrono::seconds(5)) == std::future_status::ready;
+    bytes.assign(reinterpret_cast<const char *>(payload.data), payload.size);
+  }));
+  put.wait();
+  EXPECT_TRUE(put_done) << "the store was locked while a 64 KiB payload was copied";
+  EXPECT_EQ(bytes, big);
+}
+
+// Hits are counted by the store under its lock (a load and a store, no locked add): threads
+// hitting at once, with stats read meanwhile, must lose none of them.
+TEST(CopyHit, HitsFromManyThreadsAreAllCounted) {
+  auto cache = Cache::open("memory:", CacheOptions{});
+  const std::string small(100, 's'), large(20 * 1024, 'l');  // under the lock, pinned
+  cache->put(view("small"), view(small));
+  cache->put(view("large"), view(large));
+  constexpr int kThreads = 4, kHits = 5000;
+  std::atomic<bool> done{false};
+  std::thread reader([&] {
+    uint64_t last = 0;
+    while (!done.load()) {
+      const uint64_t now = cache->stats().hits;
+      EXPECT_GE(now, last) << "a total went backwards";
+      last = now;
+    }
+  });
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t)
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kHits; ++i) {
+        bool hit = false;
+        const std::string &expected = (i + t) % 2 ? small : large;
+        EXPECT_EQ(copy_of(*cache, (i + t) % 2 ? "small" : "large", &hit), expected);
+        EXPECT_TRUE(hit);
+      }
+    });
+  for (auto &t : threads) t.join();
+  done = true;
+  reader.join();
+  const auto stats = cache->stats();
+  EXPECT_EQ(stats.hits, uint64_t(kThreads) * kHits);
+  EXPECT_EQ(stats.bytes_read, uint64_t(kThreads) * kHits / 2 * (small.size() + large.size()));
 }
 
 }  // namespace
