@@ -73,6 +73,7 @@ class MemoryBackend final : public Backend {
     std::string key;
     SharedBlob record;     // shared so that a pinned view outlives replacement or eviction
     ByteView record_view;  // record->view(), one dependent load fewer for a hit
+    uint64_t hash;         // the index's hash of key
     uint64_t payload_size;
     int64_t last_use;
   };
@@ -83,6 +84,7 @@ class MemoryBackend final : public Backend {
 
   void erase_locked(Lru::iterator it);
   void touch_locked(Lru::iterator it);  // a use: most recently used, now
+  void prefetch_next_victim_locked() const;
   // Only writers hold mutex_, so a load and a store add (readers load without the lock).
   void count_use_locked(uint64_t payload_size) {
     uses_.store(uses_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);

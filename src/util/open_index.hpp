@@ -42,18 +42,31 @@ class OpenIndex {
 
   // Adds value, whose key must not be in the index already.
   void insert(Value value) {
+    const uint64_t hash = hash_of(key_of_(value));
+    insert(std::move(value), hash);
+  }
+  // The same with its key's hash_of.
+  void insert(Value value, uint64_t hash) {
     if (2 * (size_ + 1) > slots_.size()) grow();
-    place(hash_of(key_of_(value)), std::move(value));
+    place(hash, std::move(value));
     ++size_;
   }
 
   // Removes key's value; false if it was not there.
-  bool erase(std::string_view key) {
-    const size_t i = slot_of(key);
+  bool erase(std::string_view key) { return erase(key, hash_of(key)); }
+  // The same with key's hash_of.
+  bool erase(std::string_view key, uint64_t hash) {
+    const size_t i = slot_of(key, hash);
     if (i == kNone) return false;
     erase_slot(i);
     --size_;
     return true;
+  }
+
+  // Asks the CPU to bring the slot where a lookup of a key of this hash_of starts into its
+  // cache, for a lookup or erase soon after (a hint: nothing changes).
+  void prefetch(uint64_t hash) const {
+    if (!slots_.empty()) __builtin_prefetch(&slots_[hash & mask()]);
   }
 
   void clear() {
