@@ -72,7 +72,7 @@ class MemoryBackend final : public Backend {
   struct Node {
     std::string key;
     SharedBlob record;     // shared so that a pinned view outlives replacement or eviction
-    ByteView record_view;  // record->view(), one dependent load fewer for a hit
+    ByteView record_view;  // record->view() without loading the Blob: a hit's copy, a prefetch
     uint64_t hash;         // the index's hash of key
     uint64_t payload_size;
     int64_t last_use;

@@ -84,7 +84,6 @@ class OpenIndex {
 
   size_t mask() const { return slots_.size() - 1; }
 
-  size_t slot_of(std::string_view key) const { return slot_of(key, hash_of(key)); }
   size_t slot_of(std::string_view key, uint64_t h) const {
     if (size_ == 0) return kNone;
     for (size_t i = h & mask();; i = (i + 1) & mask()) {

@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <memory>
 #include <optional>
 #include <string>
 #include <thread>
@@ -316,20 +317,29 @@ std::optional<Hit> get_changed_before_read(Cache &cache, const std::string &file
   return hit;
 }
 
+// Where both race tests start: a file-stream cache of its own holding "k", a 64 KiB value of
+// fill bytes, as a settled entry file (empty file: the entry was not found on disk).
+struct SettledEntry {
+  explicit SettledEntry(char fill)
+      : cache(Cache::open(fs_uri(d), CacheOptions{})),
+        value(payload(65536, fill)),
+        file(put_settled(*cache, d, value)) {}
+  TempDir d;
+  std::unique_ptr<Cache> cache;
+  std::string value, file;
+};
+
 }  // namespace
 
 // A file vouched for that changes as a hit reads it (the fstat after the read finds it changed)
 // is hashed.
 TEST(VouchedRead, AFileChangedWhileItIsReadIsHashed) {
-  TempDir d;
-  auto cache = Cache::open(fs_uri(d), CacheOptions{});
-  const std::string value = payload(65536, 'r');
-  const std::string file = put_settled(*cache, d, value);
-  ASSERT_FALSE(file.empty());
-  ASSERT_TRUE(cache->get(ByteView(std::string_view("k"))));
-  const auto hit = get_changed_before_read(*cache, file, 0x20);
+  SettledEntry e('r');
+  ASSERT_FALSE(e.file.empty());
+  ASSERT_TRUE(e.cache->get(ByteView(std::string_view("k"))));
+  const auto hit = get_changed_before_read(*e.cache, e.file, 0x20);
   EXPECT_FALSE(hit) << "bytes changed during the read were vouched for";
-  EXPECT_EQ(cache->stats().corrupt, 1u);
+  EXPECT_EQ(e.cache->stats().corrupt, 1u);
 }
 
 // A hit reads before it stats the file, so the identity its token names is the one after the
@@ -337,17 +347,14 @@ TEST(VouchedRead, AFileChangedWhileItIsReadIsHashed) {
 // between its read and its fstat, where the bytes read predate it) must leave the hit with no
 // token: what it hashed cannot vouch for the file as the write left it.
 TEST(VouchedRead, AFileWrittenDuringAHitIsNotVouchedForByIt) {
-  TempDir d;
-  auto cache = Cache::open(fs_uri(d), CacheOptions{});
-  const std::string value = payload(65536, 'w');
-  const std::string file = put_settled(*cache, d, value);
-  ASSERT_FALSE(file.empty());
+  SettledEntry e('w');
+  ASSERT_FALSE(e.file.empty());
   // The same byte written back: the content stays intact, the file's times change.
-  auto during = get_changed_before_read(*cache, file, 0);
+  auto during = get_changed_before_read(*e.cache, e.file, 0);
   ASSERT_TRUE(during);
-  EXPECT_EQ(payload_of(*during), value);
+  EXPECT_EQ(payload_of(*during), e.value);
   EXPECT_EQ(during->record->record_token(), 0u) << "an identity changed under the hit";
-  auto next = cache->get(ByteView(std::string_view("k")));
+  auto next = e.cache->get(ByteView(std::string_view("k")));
   ASSERT_TRUE(next);
   EXPECT_FALSE(next->record->vouched());
 }
