@@ -95,6 +95,13 @@ void sqlite_fork_release() {
   for (int i = int(std::size(kSqliteForkMutexes)) - 1; i >= 0; --i)
     libsqlite().sqlite3_mutex_leave(libsqlite().sqlite3_mutex_alloc(kSqliteForkMutexes[i]));
 }
+
+// Every SqliteBackend of the process, for the child of a fork() (close_inherited_connections).
+struct LiveBackends {
+  ForkSafeMutex mutex{ForkSafeMutex::kInner};
+  std::vector<SqliteBackend *> list;
+};
+constinit LiveBackends *g_live_backends = nullptr;  // made once, with the fork handlers
 constexpr auto kFlushAfterTime = std::chrono::milliseconds(500);
 
 // A hit records its recency only when the entry was last used longer ago than this: a touch is
@@ -123,6 +130,50 @@ int64_t row_used_at(sqlite3_stmt *row) {
 
 using namespace sqlite_detail;
 
+// The unix VFS keeps one record per database file for the whole process (its locks as the
+// kernel holds them, counted over the process's connections), and a child of fork() inherits
+// the parent's: a connection the child opens to the same file finds the parent's connections
+// holding a shared lock and takes none of its own from the kernel, though POSIX locks are not
+// inherited, so the child read and wrote with no lock that another process could see (a last
+// connection elsewhere could then checkpoint and delete the WAL under it). Closing the
+// inherited connections first lets the record go, so that the child's own connections lock
+// the file for themselves. Safe here: fork() waited for every connection to leave SQLite (each
+// use holds a ForkSafeMutex), and the kernel's locks are the parent's, which a close in the
+// child neither holds nor releases.
+void close_inherited_connections() {
+  if (!g_live_backends) return;
+  for (SqliteBackend *backend : g_live_backends->list) backend->close_inherited();
+}
+
+void SqliteBackend::close_inherited() {
+  for (Reader *r : readers_) {
+    close_connection(r);
+    delete r;
+  }
+  readers_.clear();
+  idle_readers_.clear();
+  ++reader_generation_;
+  readers_enabled_ = false;
+  pending_touches_.clear();  // the parent's hits, which the parent records
+  if (db_) {
+    for (auto &s : stmts_) libsqlite().sqlite3_finalize(std::exchange(s, nullptr));
+    libsqlite().sqlite3_close_v2(std::exchange(db_, nullptr));
+  }
+  db_serial_ = 0;
+}
+
+void SqliteBackend::Listing::enlist(SqliteBackend *backend) {
+  std::lock_guard lock(g_live_backends->mutex);
+  g_live_backends->list.push_back(backend);
+  backend_ = backend;
+}
+
+SqliteBackend::Listing::~Listing() {
+  if (!backend_) return;
+  std::lock_guard lock(g_live_backends->mutex);
+  std::erase(g_live_backends->list, backend_);
+}
+
 bool SqliteBackend::exists(const std::string &path) {
   struct stat st;
   return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
@@ -133,8 +184,9 @@ SqliteBackend::SqliteBackend(Uri &uri, const BackendConfig &config)
   libsqlite_checked();  // a library that cannot load throws here, not through the call_once
   static std::once_flag fork_hooks;
   std::call_once(fork_hooks, [] {
-    libsqlite().sqlite3_initialize();  // the static mutexes exist from here on
-    add_fork_participant(&sqlite_fork_prepare, &sqlite_fork_release);
+    libsqlite().sqlite3_initialize();      // the static mutexes exist from here on
+    g_live_backends = new LiveBackends();  // never destroyed: the fork handlers outlive statics
+    add_fork_participant(&sqlite_fork_prepare, &sqlite_fork_release, &close_inherited_connections);
   });
   busy_timeout_ms_ =
       static_cast<int>(parse_uint_param("busy_timeout_ms", uri.take("busy_timeout_ms", "5000")));
@@ -144,6 +196,10 @@ SqliteBackend::SqliteBackend(Uri &uri, const BackendConfig &config)
   uri.expect_no_params();
   if (config_.must_exist && !exists(path_))
     throw Error(Status::not_found, "no cache at '" + path_ + "' (nothing was created)");
+  // Listed and locked before its first connection: a fork() waits until it is made, and the
+  // child closes it.
+  listing_.enlist(this);
+  std::lock_guard lock(mutex_);
   connect();
   if (config_.max_size_bytes && !read_only_) {
     with_recovery([&] {
@@ -491,6 +547,7 @@ bool SqliteBackend::get_with_reader(ByteView key, Access access, SharedBlob *out
   if (!reader) return false;
   int rc;
   {
+    std::lock_guard in_use(reader->in_use);
     const bool record_only = reads_record_only(reader->recent, key);
     StmtScope q{record_only ? reader->get_record : reader->get};
     libsqlite().sqlite3_bind_blob(q.s, 1, key.data, static_cast<int>(key.size), SQLITE_STATIC);

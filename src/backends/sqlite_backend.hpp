@@ -136,6 +136,11 @@ class SqliteBackend final : public Backend, public SharedCounters {
   // free and on a reader when another thread holds it: WAL readers never wait for each other,
   // so hits scale with threads, and a single-threaded process opens no second connection.
   struct Reader {
+    // Held while the connection is inside SQLite (opened, used, closed), so that fork() waits
+    // for it: a thread inside SQLite may hold one of the unix VFS's per-file mutexes (a WAL's
+    // shared-memory lock), which every connection of the process to that file shares, and a
+    // child that inherited it held waited forever on its first read of the database.
+    ForkSafeMutex in_use{ForkSafeMutex::kInner};
     sqlite3 *db = nullptr;
     sqlite3_stmt *get = nullptr;
     sqlite3_stmt *get_record = nullptr;  // kGetRecord
@@ -158,9 +163,15 @@ class SqliteBackend final : public Backend, public SharedCounters {
   // healthy: the reader answered without an error and may be reused.
   void return_reader(Reader *reader, bool healthy);
   Reader *open_reader(uint64_t generation, dev_t dev, ino_t ino);
-  static void close_reader(Reader *reader);  // its statements, its connection, itself
+  void close_reader(Reader *reader);             // its statements, its connection, itself
+  static void close_connection(Reader *reader);  // its statements and connection (db: null)
+  // In the child of fork(), alone (its only thread, every lock free, every connection idle):
+  // closes the connections inherited from the parent (SqliteBackend::close_inherited).
+  friend void close_inherited_connections();
+  void close_inherited();
   // Forgets the pool: the main connection changed (closed, moved aside, or another process's
   // after fork()). abandon: the readers belong to the parent process, so are not closed.
+  // Closes only idle readers; a taken one is closed when it comes back (its generation is old).
   void drop_readers(bool abandon);
   void enable_readers();
   // The main connection's WAL hook (arg: the backend): once the WAL holds kWalCheckpointPages
@@ -228,11 +239,25 @@ class SqliteBackend final : public Backend, public SharedCounters {
   std::chrono::steady_clock::time_point first_pending_;
   ForkSafeMutex readers_mutex_{ForkSafeMutex::kInner};  // taken after mutex_, never before
   std::vector<Reader *> idle_readers_;
+  std::vector<Reader *> readers_;  // every open reader, idle or taken (closed in a fork's child)
   bool readers_enabled_ = false;
   uint64_t reader_generation_ = 0;
   long readers_pid_ = 0;
   dev_t reader_dev_ = 0;  // db_dev_ and db_ino_, for threads that do not hold mutex_
   ino_t reader_ino_ = 0;
+  // Whether this backend is on the process's list whose connections a fork's child closes.
+  // Last, so that a child never finds it listed with a member not yet made or already gone.
+  class Listing {
+   public:
+    Listing() = default;
+    Listing(const Listing &) = delete;
+    Listing &operator=(const Listing &) = delete;
+    ~Listing();
+    void enlist(SqliteBackend *backend);
+
+   private:
+    SqliteBackend *backend_ = nullptr;
+  } listing_;
 };
 
 }  // namespace progcache

@@ -13,6 +13,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "backends/sqlite_backend.hpp"
@@ -329,8 +330,8 @@ void SqliteBackend::disconnect(bool abandon) {
     for (auto &s : stmts_) libsqlite().sqlite3_finalize(s);
     libsqlite().sqlite3_close_v2(db_);
   }
-  // After fork() the parent's connection belongs to the parent: it is left untouched (SQLite
-  // forbids using or closing it in the child) and its memory is abandoned.
+  // A child of fork() finds the connections it inherited closed already (close_inherited, run
+  // by the fork's child handler); one left open would be the parent's, and is left untouched.
   for (auto &s : stmts_) s = nullptr;
   db_ = nullptr;
   db_serial_ = 0;
@@ -381,6 +382,7 @@ void SqliteBackend::drop_readers(bool abandon) {
     ++reader_generation_;
     readers_enabled_ = false;
     idle.swap(idle_readers_);
+    if (abandon) readers_.clear();  // all of them the parent's
   }
   for (Reader *r : idle) {
     if (!abandon) close_reader(r);  // another process's connections: neither used nor closed
@@ -388,10 +390,21 @@ void SqliteBackend::drop_readers(bool abandon) {
 }
 
 void SqliteBackend::close_reader(Reader *reader) {
-  libsqlite().sqlite3_finalize(reader->get);
-  libsqlite().sqlite3_finalize(reader->get_record);
-  libsqlite().sqlite3_close_v2(reader->db);
+  {
+    std::lock_guard in_use(reader->in_use);
+    close_connection(reader);
+  }
+  {
+    std::lock_guard lock(readers_mutex_);
+    std::erase(readers_, reader);
+  }
   delete reader;
+}
+
+void SqliteBackend::close_connection(Reader *reader) {
+  libsqlite().sqlite3_finalize(std::exchange(reader->get, nullptr));
+  libsqlite().sqlite3_finalize(std::exchange(reader->get_record, nullptr));
+  libsqlite().sqlite3_close_v2(std::exchange(reader->db, nullptr));
 }
 
 SqliteBackend::Reader *SqliteBackend::take_reader() {
@@ -431,6 +444,11 @@ void SqliteBackend::return_reader(Reader *reader, bool healthy) {
 SqliteBackend::Reader *SqliteBackend::open_reader(uint64_t generation, dev_t dev, ino_t ino) {
   auto *r = new Reader;
   r->generation = generation;
+  {
+    std::lock_guard lock(readers_mutex_);
+    readers_.push_back(r);  // before its connection exists: a fork's child closes what it finds
+  }
+  std::unique_lock in_use(r->in_use);
   const int rc = libsqlite().sqlite3_open_v2(
       sqlite_path_.c_str(), &r->db,
       SQLITE_OPEN_READONLY | SQLITE_OPEN_NOFOLLOW | SQLITE_OPEN_NOMUTEX, nullptr);
@@ -453,6 +471,7 @@ SqliteBackend::Reader *SqliteBackend::open_reader(uint64_t generation, dev_t dev
     r->serial = next_connection_serial();
     return r;
   }
+  in_use.unlock();
   close_reader(r);
   std::lock_guard lock(readers_mutex_);
   if (reader_generation_ == generation) readers_enabled_ = false;  // not again for this file

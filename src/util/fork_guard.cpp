@@ -23,6 +23,7 @@ struct ForkRegistry {
   static constexpr int kMaxParticipants = 4;
   void (*participant_prepare[kMaxParticipants])() = {};
   void (*participant_release[kMaxParticipants])() = {};
+  void (*participant_in_child[kMaxParticipants])() = {};
   int participants = 0;
 
   static ForkRegistry &get() {
@@ -57,6 +58,9 @@ struct ForkRegistry {
   static void release_in_child() {
     g_process_id.store(0, std::memory_order_relaxed);  // before anything the child runs
     release();
+    ForkRegistry &r = get();
+    for (int i = 0; i < r.participants; ++i)
+      if (r.participant_in_child[i]) r.participant_in_child[i]();
   }
 };
 
@@ -79,11 +83,12 @@ void unlock_once_initialisations() {
   if (--t_once_depth == 0) g_once_mutex.unlock();
 }
 
-void add_fork_participant(void (*prepare)(), void (*release)()) {
+void add_fork_participant(void (*prepare)(), void (*release)(), void (*in_child)()) {
   ForkRegistry &r = ForkRegistry::get();
   std::lock_guard lock(r.mutex);
   if (r.participants == ForkRegistry::kMaxParticipants) return;
   r.participant_prepare[r.participants] = prepare;
+  r.participant_in_child[r.participants] = in_child;
   r.participant_release[r.participants++] = release;
 }
 

@@ -21,7 +21,10 @@ pid_t process_id();
 
 // Locks of a library progcache calls into (SQLite's global mutexes) taken after all of
 // progcache's own before fork() and released first after it. Registered once per process.
-void add_fork_participant(void (*prepare)(), void (*release)());
+// in_child, when given, runs in the child only, after every lock is released: the child has one
+// thread then, and what the parent's threads were using is quiescent (each use holds a lock the
+// fork waited for), so it may close what it inherited.
+void add_fork_participant(void (*prepare)(), void (*release)(), void (*in_child)() = nullptr);
 
 class ForkSafeMutex {
  public:
