@@ -28,9 +28,12 @@
  * - fork(): a handle opened before fork() may be used in the child, also when other threads
  *   were using it at the fork: pthread_atfork handlers take the library's locks before fork()
  *   and release them in both processes. Persistent backends detect the new process and open
- *   their own connection/descriptors (the parent's are not touched); SQLite's global mutexes
- *   (main, unix VFS, allocator) are held across the fork too. Not covered: OpenSSL's and the C
- *   library's own locks (their rules apply); a child that only exec()s is always safe.
+ *   their own connection/descriptors. The child first closes the SQLite connections it
+ *   inherited (no thread is inside SQLite at the fork: each use holds a lock fork() waits for),
+ *   so that its own connections take their own file locks; the parent's connections and locks
+ *   are not touched. SQLite's global mutexes (main, unix VFS, allocator) are held across the
+ *   fork too. Not covered: OpenSSL's and the C library's own locks (their rules apply); a child
+ *   that only exec()s is always safe.
  * - No C++ exception, type or allocator crosses this boundary.
  */
 #ifndef PROGCACHE_PROGCACHE_H
