@@ -146,20 +146,15 @@ void close_inherited_connections() {
 }
 
 void SqliteBackend::close_inherited() {
+  // Every reader, taken ones too (their threads are not in the child); then the rest as any
+  // close does it (the parent's pending touches are dropped: the parent records them).
   for (Reader *r : readers_) {
     close_connection(r);
     delete r;
   }
   readers_.clear();
   idle_readers_.clear();
-  ++reader_generation_;
-  readers_enabled_ = false;
-  pending_touches_.clear();  // the parent's hits, which the parent records
-  if (db_) {
-    for (auto &s : stmts_) libsqlite().sqlite3_finalize(std::exchange(s, nullptr));
-    libsqlite().sqlite3_close_v2(std::exchange(db_, nullptr));
-  }
-  db_serial_ = 0;
+  disconnect(false);
 }
 
 void SqliteBackend::Listing::enlist(SqliteBackend *backend) {
