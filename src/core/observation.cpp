@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <bit>
 #include <cctype>
 #include <cerrno>
 #include <climits>
@@ -17,6 +18,7 @@
 #include <unordered_map>
 
 #include "core/file_facts.hpp"
+#include "core/opened_files.hpp"
 #include "util/byte_io.hpp"
 #include "util/fork_guard.hpp"
 #include "util/fsutil.hpp"
@@ -70,12 +72,13 @@ bool is_pch_file(std::string_view path, const ParsedOptions &opts) {
   return false;
 }
 
-std::string concrete(std::string_view path, const CompileSetting &s) {
+const std::string &concrete(const std::string &path, const CompileSetting &s) {
+  static const std::string kNone;
   if (path == kName) return s.name;
   if (path == kNameDir) return s.name_dir;
   if (path == kCwd) return s.cwd;
-  if (path == kPwd) return s.pwd.value_or("");
-  return std::string(path);
+  if (path == kPwd) return s.pwd ? *s.pwd : kNone;
+  return path;
 }
 
 std::string shown_path(std::string_view path) {
@@ -359,35 +362,78 @@ struct Answer {
   bool found() const { return error == 0 && (dev || ino); }
 };
 
-Answer stat_answer(const std::string &path, bool link) {
-  struct stat st;
+// What stat(2) said of a path during one check: NVRTC stats each header just before it opens it,
+// so the open's re-check starts from the stat's answer instead of asking again.
+struct StatSeen {
+  const std::string *path = nullptr;  // the check's (concrete) path; none: nothing seen yet
+  int error = 0;
+  struct stat st {};
+  bool of(const std::string &p) const { return path && *path == p; }
+};
+
+Answer answer_of(const struct stat &st) {
   Answer a;
-  if ((link ? ::lstat(path.c_str(), &st) : ::stat(path.c_str(), &st)) != 0) {
-    a.error = errno;
-    return a;
-  }
   a.file_type = int32_t(st.st_mode & S_IFMT);
   a.dev = uint64_t(st.st_dev);
   a.ino = uint64_t(st.st_ino);
   return a;
 }
 
-// Opens path as NVRTC would read it; the content's digest must be q's.
-bool read_holds(const ObservedQuery &q, const std::string &path, MemoStore *memos, Answer *a,
-                std::string *why) {
-  Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+Answer stat_answer(const std::string &path, bool link, StatSeen *seen) {
   struct stat st;
-  if (!fd) {
-    a->error = errno;
-    return a->error == q.error;
+  if ((link ? ::lstat(path.c_str(), &st) : ::stat(path.c_str(), &st)) != 0) {
+    Answer a;
+    a.error = errno;
+    if (!link) *seen = StatSeen{&path, a.error, {}};
+    return a;
   }
-  if (::fstat(fd.get(), &st) != 0) {
-    a->error = errno;
-    return false;
+  if (!link) *seen = StatSeen{&path, 0, st};
+  return answer_of(st);
+}
+
+// What an open of path for reading finds in one check: 0 and the file's stat, or the errno the
+// open fails with. The stat just made of the same path says which file the open finds (a file
+// swapped between the two is a change made just after the check), and settles it alone where it
+// can: a path that does not resolve (open resolves it as stat does), or a regular file this
+// process opened before, under the same credentials, as the same unchanged file
+// (core/opened_files.hpp). Else the open says whether the file can be read.
+class OpenCheck {
+ public:
+  int open_stat(const std::string &path, const StatSeen &seen, struct stat *st) {
+    const bool stat_seen = seen.of(path) && seen.error == 0;
+    if (seen.of(path) && (seen.error == ENOENT || seen.error == ENOTDIR)) return seen.error;
+    if (stat_seen && S_ISREG(seen.st.st_mode) &&
+        opened_before(path, StatIdentity::of(seen.st), credentials())) {
+      *st = seen.st;
+      return 0;
+    }
+    Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (!fd) return errno;
+    if (stat_seen)
+      *st = seen.st;
+    else if (::fstat(fd.get(), st) != 0)
+      return -1;  // never an answer NVRTC was given
+    if (S_ISREG(st->st_mode)) remember_opened(path, StatIdentity::of(*st), credentials());
+    return 0;
   }
-  a->file_type = int32_t(st.st_mode & S_IFMT);
-  a->dev = uint64_t(st.st_dev);
-  a->ino = uint64_t(st.st_ino);
+
+ private:
+  const AccessCredentials &credentials() {
+    if (!credentials_) credentials_ = AccessCredentials::current();
+    return *credentials_;
+  }
+  std::optional<AccessCredentials> credentials_;
+};
+
+// Opens path as NVRTC would read it; the content's digest must be q's.
+bool read_holds(const ObservedQuery &q, const std::string &path, const StatSeen &seen,
+                OpenCheck &opens, MemoStore *memos, Answer *a, std::string *why) {
+  struct stat st;
+  if (const int error = opens.open_stat(path, seen, &st); error != 0) {
+    a->error = error;
+    return q.error == error;
+  }
+  *a = answer_of(st);
   if (q.error != 0 || a->file_type != q.file_type) return false;
   if (!S_ISREG(st.st_mode)) return true;
   const StatIdentity now = StatIdentity::of(st);
@@ -399,6 +445,36 @@ bool read_holds(const ObservedQuery &q, const std::string &path, MemoStore *memo
   *why = "header " + path + (facts ? " changed" : " cannot be read: " + error);
   return false;
 }
+
+// Which query of a check first found each file (device and inode): open addressing over a table
+// sized once for the check, where a std::map's node per file was a fifth of a warm hit's work.
+class FirstToFind {
+ public:
+  explicit FirstToFind(size_t queries)
+      : slots_(std::bit_ceil(2 * queries + 2)), shift_(64 - std::countr_zero(slots_.size())) {}
+  // The first query that found (dev, ino), or -1 after recording index as that query.
+  int32_t first_or_add(uint64_t dev, uint64_t ino, int32_t index) {
+    const size_t mask = slots_.size() - 1;
+    // Fibonacci hashing: the product's top bits depend on every bit of the inode and device.
+    for (size_t i = size_t(((ino ^ (dev << 32) ^ (dev >> 32)) * 0x9E3779B97F4A7C15ull) >> shift_);;
+         i = (i + 1) & mask) {
+      Slot &slot = slots_[i];
+      if (slot.index < 0) {
+        slot = Slot{dev, ino, index};
+        return -1;
+      }
+      if (slot.dev == dev && slot.ino == ino) return slot.index;
+    }
+  }
+
+ private:
+  struct Slot {
+    uint64_t dev = 0, ino = 0;
+    int32_t index = -1;
+  };
+  std::vector<Slot> slots_;
+  int shift_;
+};
 
 std::string describe(const ObservedQuery &q, const std::string &path) {
   const std::string what = q.kind == Kind::read ? "header " : "path ";
@@ -468,15 +544,17 @@ bool holds(const Observation &o, const CompileSetting &s, MemoStore *memos, std:
     if (value.has_value() != (now != nullptr) || (now && *value != now))
       return differs("the variable " + name);
   }
-  std::map<std::pair<uint64_t, uint64_t>, int32_t> first;
+  FirstToFind first(o.queries.size());
+  StatSeen seen;
+  OpenCheck opens;
   for (size_t i = 0; i < o.queries.size(); ++i) {
     const ObservedQuery &q = o.queries[i];
-    const std::string path = concrete(q.path, s);
+    const std::string &path = concrete(q.path, s);
     Answer a;
     switch (q.kind) {
       case Kind::stat:
       case Kind::lstat:
-        a = stat_answer(path, q.kind == Kind::lstat);
+        a = stat_answer(path, q.kind == Kind::lstat, &seen);
         if (a.error != q.error || a.file_type != q.file_type) return differs(describe(q, path));
         break;
       case Kind::access:
@@ -484,7 +562,7 @@ bool holds(const Observation &o, const CompileSetting &s, MemoStore *memos, std:
           return differs(describe(q, path));
         break;
       case Kind::read:
-        if (!read_holds(q, path, memos, &a, &reason))
+        if (!read_holds(q, path, seen, opens, memos, &a, &reason))
           return differs(reason.empty() ? describe(q, path) : reason);
         break;
       case Kind::list: {
@@ -504,11 +582,7 @@ bool holds(const Observation &o, const CompileSetting &s, MemoStore *memos, std:
       default:
         return differs("an observation this version cannot check");
     }
-    int32_t same_as = -1;
-    if (a.found()) {
-      auto [it, fresh] = first.emplace(std::pair{a.dev, a.ino}, int32_t(i));
-      if (!fresh) same_as = it->second;
-    }
+    const int32_t same_as = a.found() ? first.first_or_add(a.dev, a.ino, int32_t(i)) : -1;
     if (same_as != q.same_as)
       return differs(path + (same_as >= 0 ? " is now" : " is no longer") + " the same file as " +
                      concrete(o.queries[size_t(same_as >= 0 ? same_as : q.same_as)].path, s));
@@ -587,7 +661,7 @@ std::vector<std::pair<std::string, bool>> observed_paths(const Observation &o,
   for (const ObservedQuery &q : o.queries) {
     const bool header_like = q.kind == Kind::read || q.kind == Kind::stat || q.kind == Kind::access;
     if (q.path[0] == '\x01' || !header_like || (q.error == 0 && S_ISDIR(q.file_type))) continue;
-    const std::string path = concrete(q.path, s);
+    const std::string &path = concrete(q.path, s);
     if (std::none_of(out.begin(), out.end(), [&](const auto &p) { return p.first == path; }))
       out.emplace_back(path, q.error == 0);
   }

@@ -4,6 +4,7 @@
 // directory and the environment NVRTC reads; and pairs of calls whose uncached outputs are
 // equal, which must now hit each other. Each compile through the cache must equal one without
 // it, byte for byte and status for status.
+#include <grp.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -13,6 +14,7 @@
 #include <thread>
 
 #include "differential.hpp"
+#include "proc_util.hpp"
 
 using namespace testutil;
 using namespace difftest;
@@ -420,6 +422,71 @@ TEST_F(Observation, VariablesNvrtcReadsWhenItLoadsAreKeyed) {
     EXPECT_TRUE(cached.second == fresh.second) << env << ": the cache served other bytes\n"
                                                << cached.first;
   }
+}
+
+// A warm hit re-checks each header NVRTC read by a stat, not an open, where this process opened
+// the same unchanged file under the same credentials (core/opened_files.hpp). What may open
+// changes with the process's credentials and with the file's mode: either way the hit must not
+// be served, and the call must equal a compile without the cache (NVRTC cannot open the header).
+// Each case runs in a child that compiles three times (a miss, a hit that opens the header and a
+// hit that takes its stat's word), then loses the right to read the header and compiles again.
+TEST_F(Observation, AHeaderTheProcessMayNoLongerOpenIsNotVouchedForByAnEarlierOpen) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to become another user (uid 65534)";
+  // Directories every user may search, so that only the header's own mode decides.
+  ASSERT_EQ(::chmod(d.path().c_str(), 0755), 0);
+  ASSERT_EQ(::chmod(work.c_str(), 0755), 0);
+  for (const char *dir : {"/root-only", "/nobodys"})
+    ASSERT_EQ(::mkdir((work + dir).c_str(), 0755), 0);
+  ASSERT_EQ(::chown((work + "/nobodys").c_str(), 65534, 65534), 0);
+  write_aged(work + "/root-only/secret.h", "#define OPTVAL 5\n");
+  ASSERT_EQ(::chmod((work + "/root-only/secret.h").c_str(), 0600), 0);
+  write_aged(work + "/nobodys/mine.h", "#define OPTVAL 6\n");
+  ASSERT_EQ(::chown((work + "/nobodys/mine.h").c_str(), 65534, 65534), 0);
+  // Until both have settled (ctime 2 s old), no open is remembered (a change within the file
+  // system's timestamp granularity could hide).
+  ::usleep(2100 * 1000);
+  auto source_on = [&](const std::string &dir, const char *header) {
+    Source s;
+    s.options = {"-arch=sm_90", "-I" + work + dir};
+    s.text = std::string("#include <") + header + ">\n" + kOptVal;
+    return s;
+  };
+  // 0 when the child's compiles went as they must; else which one did not.
+  auto warm_then = [&](const Source &s, const std::string &header,
+                       const std::function<bool()> &lose_access) {
+    return testutil::wait_for(testutil::spawn([&] {
+      if (::chdir(work.c_str()) != 0) return 90;
+      pcache *c = nullptr;
+      if (pcache_open("memory:", nullptr, &c) != PCACHE_OK) return 91;
+      for (int i = 0; i < 3; ++i) {
+        const Outcome o = compile(c, s);
+        if (o.status != PCACHE_OK || o.from_cache != (i > 0)) return 92 + i;
+      }
+      if (!lose_access()) return 95;
+      struct stat st;
+      if (::stat(header.c_str(), &st) != 0) return 98;  // only the header's mode may refuse
+      const Outcome cached = compile(c, s), fresh = compile(nullptr, s);
+      if (fresh.status != PCACHE_ERR_COMPILE) return 96;  // NVRTC cannot open it now
+      if (cached.from_cache || cached.status != fresh.status || cached.log != fresh.log) return 97;
+      pcache_close(c);
+      return 0;
+    }));
+  };
+  // Root's header, then the process becomes uid 65534: the same file, unchanged, no longer opens.
+  EXPECT_EQ(warm_then(source_on("/root-only", "secret.h"), work + "/root-only/secret.h",
+                      [] {
+                        return ::setgroups(0, nullptr) == 0 &&
+                               ::setresgid(65534, 65534, 65534) == 0 &&
+                               ::setresuid(65534, 65534, 65534) == 0;
+                      }),
+            0);
+  // As uid 65534 throughout, its own header made unreadable (chmod moves the file's ctime).
+  const std::string mine = work + "/nobodys/mine.h";
+  EXPECT_EQ(testutil::run_unprivileged([&] {
+              return warm_then(source_on("/nobodys", "mine.h"), mine,
+                               [&] { return ::chmod(mine.c_str(), 0) == 0; });
+            }),
+            0);
 }
 
 }  // namespace

@@ -1,0 +1,62 @@
+#include "core/opened_files.hpp"
+
+#include <linux/capability.h>
+#include <sys/fsuid.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <mutex>
+#include <unordered_map>
+
+#include "util/fork_guard.hpp"
+
+namespace progcache {
+namespace {
+
+constexpr size_t kMaxRemembered = 16384;
+
+// Process-wide: the credentials the memo's opens were made under, and path -> identity opened.
+ForkSafeMutex g_opened_mutex{ForkSafeMutex::kInner};
+AccessCredentials g_opened_credentials;
+std::unordered_map<std::string, StatIdentity> g_opened;
+
+}  // namespace
+
+AccessCredentials AccessCredentials::current() {
+  AccessCredentials c;
+  // setfsuid/setfsgid with an invalid id change nothing and answer the current one.
+  c.fsuid = uint32_t(::setfsuid(uid_t(-1)));
+  c.fsgid = uint32_t(::setfsgid(gid_t(-1)));
+  const int n = ::getgroups(0, nullptr);
+  if (n > 0) {
+    std::vector<gid_t> groups(static_cast<size_t>(n));
+    const int got = ::getgroups(n, groups.data());
+    if (got >= 0) c.groups.assign(groups.begin(), groups.begin() + got);
+  }
+  __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
+  __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3] = {};
+  if (::syscall(SYS_capget, &header, data) == 0)
+    c.effective_capabilities = uint64_t(data[0].effective) | uint64_t(data[1].effective) << 32;
+  return c;
+}
+
+bool opened_before(const std::string &path, const StatIdentity &now,
+                   const AccessCredentials &credentials) {
+  std::lock_guard lock(g_opened_mutex);
+  if (!(credentials == g_opened_credentials)) return false;
+  const auto it = g_opened.find(path);
+  return it != g_opened.end() && it->second == now;
+}
+
+void remember_opened(const std::string &path, const StatIdentity &opened,
+                     const AccessCredentials &credentials) {
+  if (opened.is_racy()) return;
+  std::lock_guard lock(g_opened_mutex);
+  if (!(credentials == g_opened_credentials) || g_opened.size() >= kMaxRemembered) {
+    g_opened.clear();
+    g_opened_credentials = credentials;
+  }
+  g_opened[path] = opened;
+}
+
+}  // namespace progcache
