@@ -50,6 +50,16 @@ pcache_transfer to_transfer(const progcache::BundleProgress &p) {
   return pcache_transfer{p.entries, p.bytes, p.rejected, p.file_bytes};
 }
 
+// The key's inputs as explain shows them: the program's context and the holding observation's
+// fields (prepare_compile keeps those out of its context).
+std::vector<std::pair<std::string, std::string>> explained_fields(
+    const progcache::ProgramDesc &desc, const progcache::PreparedCompile &prepared) {
+  progcache::KeyContext context = prepared.context;
+  if (prepared.key && prepared.observation)
+    context.fields = progcache::observation_fields(*prepared.observation);
+  return progcache::key_fields(desc, &context);
+}
+
 }  // namespace
 
 struct pcache_entry {
@@ -63,8 +73,7 @@ struct pcache_entry {
 struct pcache_explain {
   pcache_explain(const progcache::ProgramDesc &desc, const progcache::PreparedCompile &prepared,
                  progcache::MemoStore *memos)
-      : uncacheable(prepared.uncacheable),
-        key_fields(progcache::key_fields(desc, &prepared.context)) {
+      : uncacheable(prepared.uncacheable), key_fields(explained_fields(desc, prepared)) {
     if (uncacheable.empty() && prepared.key) key = *prepared.key;
     if (uncacheable.empty() && !prepared.key && progcache::program_lexical_facts(desc).uses_time())
       uncacheable = "the source, an option or an in-memory header uses __DATE__ or __TIME__";

@@ -287,19 +287,27 @@ PreparedCompile prepare_compile(Cache *cache, const ProgramDesc &program, bool f
   prepared.context.environment = nvrtc_environment_fields();
   prepared.identity = identity_key(program, prepared.context);
   prepared.setting = current_setting(program);
-  const auto manifest = load_manifest(cache, prepared.identity, fresh);
-  for (const Observation &o : manifest->observations) {
+  prepared.manifest = load_manifest(cache, prepared.identity, fresh);
+  const std::vector<Observation> &observations = prepared.manifest->observations;
+  for (size_t i = 0; i < observations.size(); ++i) {
     std::string why;
-    if (holds(o, prepared.setting, cache, prepared.why_not.empty() ? &why : nullptr)) {
-      prepared.context.fields = observation_fields(o);
-      prepared.key = derive_key(program, &prepared.context);
-      prepared.observation = o;
+    if (holds(observations[i], prepared.setting, cache,
+              prepared.why_not.empty() ? &why : nullptr)) {
+      // Its fields and their hashing were most of a warm hit's work: once per observation.
+      prepared.key = prepared.manifest->derived_keys.find(i);
+      if (!prepared.key) {
+        KeyContext context = prepared.context;
+        context.fields = observation_fields(observations[i]);
+        prepared.key = derive_key(program, &context);
+        prepared.manifest->derived_keys.remember(i, *prepared.key);
+      }
+      prepared.observation = &observations[i];
       prepared.why_not.clear();
       return prepared;
     }
     if (prepared.why_not.empty()) prepared.why_not = why;
   }
-  if (!manifest->observations.empty()) prepared.observation = manifest->observations.front();
+  if (!observations.empty()) prepared.observation = &observations.front();
   return prepared;
 }
 

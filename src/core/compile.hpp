@@ -43,11 +43,14 @@ struct CompileOptions {
 // holds, if one does.
 struct PreparedCompile {
   Key identity{};
-  KeyContext context;       // with the holding observation's fields when key is set
+  // The program's key context (NVRTC build, environment). For C++ it holds no observation's
+  // fields: observation_fields(*observation) gives the holding one's.
+  KeyContext context;
   std::optional<Key> key;   // the entry to look for; unset: no observation holds (a miss)
   std::string uncacheable;  // non-empty: compile, but never look up or store (the reason)
   CompileSetting setting;
-  std::optional<Observation> observation;  // the one that holds, else the newest recorded
+  std::shared_ptr<const Manifest> manifest;  // the observations filed under identity (C++)
+  const Observation *observation = nullptr;  // in manifest: the one that holds, else the newest
   std::string why_not;  // why the newest recorded observation does not hold (explain)
 };
 // fresh: read the observations from the store, not this process's copy (after waiting for

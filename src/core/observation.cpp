@@ -791,6 +791,28 @@ void remember(const std::string &name, std::shared_ptr<const Manifest> m) {
 
 }  // namespace
 
+ForkSafeMutex g_derived_keys_mutex{ForkSafeMutex::kInner};
+
+DerivedKeys &DerivedKeys::operator=(const DerivedKeys &other) {
+  if (this != &other) {
+    std::lock_guard lock(g_derived_keys_mutex);
+    keys_.clear();
+  }
+  return *this;
+}
+
+std::optional<Key> DerivedKeys::find(size_t index) const {
+  std::lock_guard lock(g_derived_keys_mutex);
+  return index < keys_.size() ? keys_[index] : std::nullopt;
+}
+
+void DerivedKeys::remember(size_t index, const Key &key) const {
+  if (index >= kMaxObservations) return;
+  std::lock_guard lock(g_derived_keys_mutex);
+  if (keys_.size() <= index) keys_.resize(index + 1);
+  keys_[index] = key;
+}
+
 std::string manifest_name(const Key &identity) {
   return "observed/" + to_hex(ByteView(identity.data(), identity.size()));
 }

@@ -91,9 +91,27 @@ std::vector<KeyField> observation_fields(const Observation &observation);
 std::vector<std::pair<std::string, bool>> observed_paths(const Observation &observation,
                                                          const CompileSetting &setting);
 
+// The entry keys derived from a manifest's observations (derive_key of a program with the
+// observation's fields), by index, as the first hit of each derived them. A manifest is filed
+// under its programs' identity, of which every other part of such a key is a function
+// (identity_key walks the same fields but these), so one key per observation serves every
+// program that finds the manifest. A copy starts empty: it may be changed. Thread-safe.
+class DerivedKeys {
+ public:
+  DerivedKeys() = default;
+  DerivedKeys(const DerivedKeys &) {}
+  DerivedKeys &operator=(const DerivedKeys &other);
+  std::optional<Key> find(size_t index) const;
+  void remember(size_t index, const Key &key) const;
+
+ private:
+  mutable std::vector<std::optional<Key>> keys_;  // guarded by a process-wide lock
+};
+
 // The observations filed under one identity, newest first.
 struct Manifest {
   std::vector<Observation> observations;
+  DerivedKeys derived_keys;
 };
 inline constexpr size_t kMaxObservations = 16;
 
