@@ -392,27 +392,22 @@ Answer stat_answer(const std::string &path, bool link, StatSeen *seen) {
 }
 
 // What an open of path for reading finds in one check: 0 and the file's stat, or the errno the
-// open fails with. The stat just made of the same path says which file the open finds (a file
-// swapped between the two is a change made just after the check), and settles it alone where it
-// can: a path that does not resolve (open resolves it as stat does), or a regular file this
-// process opened before, under the same credentials, as the same unchanged file
-// (core/opened_files.hpp). Else the open says whether the file can be read.
+// open fails with. Settled by the stat just made of the same path where that is enough: a path
+// that does not resolve (open resolves it as stat does), or a regular file this process opened
+// before, under the same credentials, as the same unchanged file (core/opened_files.hpp). Else
+// opened, and the descriptor's fstat says what it opened (and what the memo may vouch for).
 class OpenCheck {
  public:
   int open_stat(const std::string &path, const StatSeen &seen, struct stat *st) {
-    const bool stat_seen = seen.of(path) && seen.error == 0;
     if (seen.of(path) && (seen.error == ENOENT || seen.error == ENOTDIR)) return seen.error;
-    if (stat_seen && S_ISREG(seen.st.st_mode) &&
+    if (seen.of(path) && seen.error == 0 && S_ISREG(seen.st.st_mode) &&
         opened_before(path, StatIdentity::of(seen.st), credentials())) {
       *st = seen.st;
       return 0;
     }
     Fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
     if (!fd) return errno;
-    if (stat_seen)
-      *st = seen.st;
-    else if (::fstat(fd.get(), st) != 0)
-      return -1;  // never an answer NVRTC was given
+    if (::fstat(fd.get(), st) != 0) return -1;  // never an answer NVRTC was given
     if (S_ISREG(st->st_mode)) remember_opened(path, StatIdentity::of(*st), credentials());
     return 0;
   }
