@@ -363,7 +363,7 @@ struct Answer {
 };
 
 // What stat(2) said of a path during one check: NVRTC stats each header just before it opens it,
-// so the open's re-check starts from the stat's answer instead of asking again.
+// so the open's re-check may take the stat's word (a path found absent, a file opened before).
 struct StatSeen {
   const std::string *path = nullptr;  // the check's (concrete) path; none: nothing seen yet
   int error = 0;
@@ -784,9 +784,9 @@ void remember(const std::string &name, std::shared_ptr<const Manifest> m) {
   g_manifests[name] = std::move(m);
 }
 
-}  // namespace
-
 ForkSafeMutex g_derived_keys_mutex{ForkSafeMutex::kInner};
+
+}  // namespace
 
 DerivedKeys &DerivedKeys::operator=(const DerivedKeys &other) {
   if (this != &other) {

@@ -24,9 +24,11 @@ std::unordered_map<std::string, StatIdentity> g_opened;
 
 AccessCredentials AccessCredentials::current() {
   AccessCredentials c;
-  // setfsuid/setfsgid with an invalid id change nothing and answer the current one.
-  c.fsuid = uint32_t(::setfsuid(uid_t(-1)));
-  c.fsgid = uint32_t(::setfsgid(gid_t(-1)));
+  // setfsuid/setfsgid with an invalid id change nothing and answer the current one; a sandbox
+  // that refuses them leaves the effective ids, which the file-system ones follow.
+  const int fsuid = ::setfsuid(uid_t(-1)), fsgid = ::setfsgid(gid_t(-1));
+  c.fsuid = fsuid == -1 ? uint32_t(::geteuid()) : uint32_t(fsuid);
+  c.fsgid = fsgid == -1 ? uint32_t(::getegid()) : uint32_t(fsgid);
   const int n = ::getgroups(0, nullptr);
   if (n > 0) {
     std::vector<gid_t> groups(static_cast<size_t>(n));
