@@ -8,7 +8,8 @@
 // and a credential change empties the memo; so a file whose stat still shows the identity it had
 // when this process opened it, and which had settled by then (not racy: no second change can
 // hide within the file system's timestamp granularity), still opens. What the memo cannot see is
-// a security module's policy reloaded while the process runs.
+// a security module's policy, or a fanotify permission listener, that starts refusing an
+// unchanged file while the process runs.
 #pragma once
 
 #include <cstdint>
