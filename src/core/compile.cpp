@@ -297,7 +297,7 @@ PreparedCompile prepare_compile(Cache *cache, const ProgramDesc &program, bool f
       prepared.key = prepared.manifest->derived_keys.find(i);
       if (!prepared.key) {
         KeyContext context = prepared.context;
-        context.fields = observation_fields(observations[i]);
+        context.fields = observation_fields(observations[i], false);
         prepared.key = derive_key(program, &context);
         prepared.manifest->derived_keys.remember(i, *prepared.key);
       }

@@ -585,12 +585,13 @@ bool holds(const Observation &o, const CompileSetting &s, MemoStore *memos, std:
   return true;
 }
 
-std::vector<KeyField> observation_fields(const Observation &o) {
+std::vector<KeyField> observation_fields(const Observation &o, bool with_shown) {
   std::vector<KeyField> fields;
+  fields.reserve(o.queries.size() + o.environment.size() + 4);
   static const char *const kWords[] = {"probe", "lprobe",  "access", "file", "write",
                                        "list",  "resolve", "env",    "cwd",  "time"};
   for (const ObservedQuery &q : o.queries) {
-    KeyField f;
+    KeyField &f = fields.emplace_back();
     switch (q.kind) {
       case Kind::read:
         f.tag = kFieldRead;
@@ -611,9 +612,12 @@ std::vector<KeyField> observation_fields(const Observation &o) {
         f.tag = kFieldProbe;
         break;
     }
-    f.name = std::string(kWords[int(q.kind)]) +
-             (q.kind == Kind::access ? "(" + std::to_string(q.mode) + ")" : "") + " " +
-             shown_path(q.path);
+    const std::string path = shown_path(q.path);
+    f.name.reserve(16 + path.size());
+    f.name += kWords[int(q.kind)];
+    if (q.kind == Kind::access) f.name += "(" + std::to_string(q.mode) + ")";
+    f.name += ' ';
+    f.name += path;
     ByteWriter w;
     w.u32(uint32_t(q.error));
     w.u32(uint32_t(q.file_type));
@@ -622,6 +626,7 @@ std::vector<KeyField> observation_fields(const Observation &o) {
       w.bytes(std::string_view(reinterpret_cast<const char *>(q.digest.data()), q.digest.size()));
     w.str(q.text);
     f.value = w.take();
+    if (!with_shown) continue;
     if (q.error == ENOENT || q.error == ENOTDIR) {
       f.shown = "absent";
     } else if (q.error != 0) {
@@ -635,7 +640,6 @@ std::vector<KeyField> observation_fields(const Observation &o) {
     }
     if (q.same_as >= 0)
       f.shown += ", the same file as " + shown_path(o.queries[size_t(q.same_as)].path);
-    fields.push_back(std::move(f));
   }
   for (const auto &[name, value] : o.environment)
     fields.push_back({kFieldEnvironment, "env " + name, value ? "=" + *value : "unset",

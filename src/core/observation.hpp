@@ -84,8 +84,9 @@ bool holds(const Observation &observation, const CompileSetting &setting, MemoSt
            std::string *why);
 
 // The observation as key fields (derive_key), in a form that names no inode or time: paths,
-// answers, digests, which queries found one file.
-std::vector<KeyField> observation_fields(const Observation &observation);
+// answers, digests, which queries found one file. with_shown: also each field's display text
+// (key_fields, explain); a key alone reads none of it.
+std::vector<KeyField> observation_fields(const Observation &observation, bool with_shown = true);
 
 // The dependencies an observation lists, for `progcache deps`: (path, found).
 std::vector<std::pair<std::string, bool>> observed_paths(const Observation &observation,
