@@ -33,17 +33,25 @@ AccessCredentials AccessCredentials::current() {
   if (n > 0) {
     std::vector<gid_t> groups(static_cast<size_t>(n));
     const int got = ::getgroups(n, groups.data());
-    if (got >= 0) c.groups.assign(groups.begin(), groups.begin() + got);
+    if (got >= 0)
+      c.groups.assign(groups.begin(), groups.begin() + got);
+    else
+      c.complete = false;
+  } else if (n < 0) {
+    c.complete = false;
   }
   __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
   __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3] = {};
   if (::syscall(SYS_capget, &header, data) == 0)
     c.effective_capabilities = uint64_t(data[0].effective) | uint64_t(data[1].effective) << 32;
+  else
+    c.complete = false;
   return c;
 }
 
 bool opened_before(const std::string &path, const StatIdentity &now,
                    const AccessCredentials &credentials) {
+  if (!credentials.complete) return false;
   std::lock_guard lock(g_opened_mutex);
   if (!(credentials == g_opened_credentials)) return false;
   const auto it = g_opened.find(path);
@@ -52,7 +60,7 @@ bool opened_before(const std::string &path, const StatIdentity &now,
 
 void remember_opened(const std::string &path, const StatIdentity &opened,
                      const AccessCredentials &credentials) {
-  if (opened.is_racy()) return;
+  if (!credentials.complete || opened.is_racy()) return;
   std::lock_guard lock(g_opened_mutex);
   if (!(credentials == g_opened_credentials) || g_opened.size() >= kMaxRemembered) {
     g_opened.clear();

@@ -27,19 +27,22 @@ struct AccessCredentials {
   uint32_t fsuid = 0, fsgid = 0;
   std::vector<uint32_t> groups;
   uint64_t effective_capabilities = 0;
-  // Five system calls; a value that cannot be read is left 0 (two snapshots then differ only in
-  // what could be read).
+  // False when the groups or the capabilities could not be read (a sandbox, a setgroups racing
+  // the read): such a snapshot vouches for nothing and records nothing.
+  bool complete = true;
+  // Five or six system calls. The file-system ids are the effective ones where a sandbox
+  // refuses setfsuid/setfsgid (they follow the effective ids).
   static AccessCredentials current();
   bool operator==(const AccessCredentials &) const = default;
 };
 
-// True when this process opened path for reading under `credentials` while the file there had
-// the identity `now` has, and that identity had settled. Thread-safe.
+// True when this process opened path for reading under `credentials` (complete) while the file
+// there had the identity `now` has, and that identity had settled. Thread-safe.
 bool opened_before(const std::string &path, const StatIdentity &now,
                    const AccessCredentials &credentials);
 // Records that path opened for reading, under credentials, as the file `opened` (its fstat).
-// Nothing is kept for a racy identity. Other credentials than the memo's empty it first: they
-// may open less. Thread-safe; bounded (emptied when full).
+// Nothing is kept for a racy identity or incomplete credentials. Other credentials than the memo's
+// empty it first: they may open less. Thread-safe; bounded (emptied when full).
 void remember_opened(const std::string &path, const StatIdentity &opened,
                      const AccessCredentials &credentials);
 
