@@ -5,6 +5,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <iterator>
 #include <mutex>
 #include <unordered_map>
 
@@ -29,17 +31,17 @@ AccessCredentials AccessCredentials::current() {
   const int fsuid = ::setfsuid(uid_t(-1)), fsgid = ::setfsgid(gid_t(-1));
   c.fsuid = fsuid == -1 ? uint32_t(::geteuid()) : uint32_t(fsuid);
   c.fsgid = fsgid == -1 ? uint32_t(::getegid()) : uint32_t(fsgid);
-  const int n = ::getgroups(0, nullptr);
-  if (n > 0) {
+  // One call for the usual few groups; asked for the count only when there are more.
+  gid_t few[64];
+  int got = ::getgroups(int(std::size(few)), few);
+  if (got >= 0) {
+    c.groups.assign(few, few + got);
+  } else if (const int n = ::getgroups(0, nullptr); n > 0) {
     std::vector<gid_t> groups(static_cast<size_t>(n));
-    const int got = ::getgroups(n, groups.data());
-    if (got >= 0)
-      c.groups.assign(groups.begin(), groups.begin() + got);
-    else
-      c.complete = false;
-  } else if (n < 0) {
-    c.complete = false;
+    got = ::getgroups(n, groups.data());
+    c.groups.assign(groups.begin(), groups.begin() + std::max(got, 0));
   }
+  if (got < 0) c.complete = false;
   __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
   __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3] = {};
   if (::syscall(SYS_capget, &header, data) == 0)
