@@ -30,8 +30,9 @@ struct AccessCredentials {
   // False when the groups or the capabilities could not be read (a sandbox, a setgroups racing
   // the read): such a snapshot vouches for nothing and records nothing.
   bool complete = true;
-  // Five or six system calls. The file-system ids are the effective ones where a sandbox
-  // refuses setfsuid/setfsgid (they follow the effective ids).
+  // Four system calls (setfsuid, setfsgid, getgroups, capget); two more for over 64
+  // supplementary groups. The file-system ids are the effective ones where a sandbox refuses
+  // setfsuid/setfsgid (they follow the effective ids).
   static AccessCredentials current();
   bool operator==(const AccessCredentials &) const = default;
 };
