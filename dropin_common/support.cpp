@@ -144,7 +144,7 @@ LibraryLocation real_location(const LibrarySpec &spec, const char *library) {
 }  // namespace
 
 std::string real_build(const LibrarySpec &spec, const char *library) {
-  return library_build(spec, real_location(spec, library));
+  return current_library_build(spec, dropin_cache(library));
 }
 
 void *real_function(const LibrarySpec &spec, const char *library, const char *name) {

@@ -52,11 +52,13 @@ const char *jit_library_name(const ProgramDesc &program) {
 
 KeyContext jit_key_context(const ProgramDesc &program, MemoStore *memos) {
   const LibrarySpec &spec = library_of(program);
-  const LibraryLocation loc = locate_library(spec, memos);
   KeyContext context;
-  context.nvrtc_build = library_build(spec, loc);
   context.name_in_identity = true;  // module and input names reach logs and debug information
-  if (uses_libdevice(program)) {
+  if (!uses_libdevice(program)) {
+    context.nvrtc_build = current_library_build(spec, memos);
+  } else {  // the build and libdevice beside it, from one location
+    const LibraryLocation loc = locate_library(spec, memos);
+    context.nvrtc_build = library_build(spec, loc);
     std::string path;
     const std::string bytes = read_libdevice(loc, &path);
     context.environment.push_back(libdevice_field(path, ByteView(bytes)));

@@ -8,12 +8,15 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "util/fork_guard.hpp"
 #include "util/fsutil.hpp"
@@ -296,8 +299,24 @@ std::optional<std::string> find_rodata_soname(int fd, std::string_view prefix) {
   return std::nullopt;
 }
 
-std::vector<LoadedImage> loaded_images() {
-  std::vector<LoadedImage> images;
+namespace {
+// The loader's counts of objects added to and removed from the process so far; {0, 0} where its
+// dl_phdr_info is too old to carry them.
+std::pair<unsigned long long, unsigned long long> load_counts() {
+  std::pair<unsigned long long, unsigned long long> counts{0, 0};
+  ::dl_iterate_phdr(
+      [](struct dl_phdr_info *info, size_t size, void *data) {
+        if (size >= offsetof(struct dl_phdr_info, dlpi_subs) + sizeof(info->dlpi_subs))
+          *static_cast<std::pair<unsigned long long, unsigned long long> *>(data) = {
+              info->dlpi_adds, info->dlpi_subs};
+        return 1;  // the first object carries them: the walk stops there
+      },
+      &counts);
+  return counts;
+}
+
+std::shared_ptr<const std::vector<LoadedImage>> walk_loaded_images() {
+  auto images = std::make_shared<std::vector<LoadedImage>>();
   ::dl_iterate_phdr(
       [](struct dl_phdr_info *info, size_t, void *data) {
         auto *out = static_cast<std::vector<LoadedImage> *>(data);
@@ -312,7 +331,26 @@ std::vector<LoadedImage> loaded_images() {
         out->push_back(std::move(image));
         return 0;
       },
-      &images);
+      images.get());
+  return images;
+}
+}  // namespace
+
+std::shared_ptr<const std::vector<LoadedImage>> loaded_images() {
+  static ForkSafeMutex mutex;
+  static std::pair<unsigned long long, unsigned long long> walked_at{0, 0};
+  static std::shared_ptr<const std::vector<LoadedImage>> walked;
+  const auto counts = load_counts();
+  const bool counted = counts.first != 0;  // a loader that counts: at least the program was added
+  {
+    std::lock_guard lock(mutex);
+    if (counted && walked && counts == walked_at) return walked;
+  }
+  auto images = walk_loaded_images();
+  // Kept under the counts read before the walk: an object added during it moves them again.
+  std::lock_guard lock(mutex);
+  walked_at = counts;
+  walked = images;
   return images;
 }
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -43,8 +44,11 @@ struct LoadedImage {
   std::string build_id;  // hex, "" if it has none
 };
 
-// Every object currently mapped (dl_iterate_phdr), in load order.
-std::vector<LoadedImage> loaded_images();
+// Every object currently mapped (dl_iterate_phdr), in load order. Walked again only when the
+// loader's counts of objects added and removed (dlpi_adds, dlpi_subs) have moved since the last
+// walk: a Python process maps hundreds, and a drop-in asks on every call once it has loaded its
+// real library. Thread-safe; the list is shared and never changes.
+std::shared_ptr<const std::vector<LoadedImage>> loaded_images();
 
 // Where dlopen(soname) called from a library with `caller` facts, living in caller_dir, would
 // find the file: $LD_LIBRARY_PATH (when trusted), the caller's DT_RPATH/DT_RUNPATH with $ORIGIN

@@ -51,6 +51,12 @@ void restrict_library_search(const LibrarySpec &spec, int major, const std::stri
 // the old image), otherwise from the file. Throws Error(cuda_unavailable) if the file is not a
 // readable ELF library.
 std::string library_build(const LibrarySpec &spec, const LibraryLocation &loc);
+// library_build(spec, locate_library(spec, memos)), at the cost of one stat while $spec.env, the
+// file located last (its device, inode, size, mtime and ctime) and the libraries this process has
+// loaded are unchanged: a drop-in asks on every call (numba-cuda asks libNVVM's version five
+// times a compile). A file changed less than the file system's timestamp granularity before the
+// call is located again on the next. Thread-safe; throws as those two do.
+std::string current_library_build(const LibrarySpec &spec, MemoStore *memos = nullptr);
 // Called by whoever dlopens a located library, so that library_build reads its mapped image.
 void note_library_loaded(const std::string &path);
 

@@ -147,11 +147,26 @@ namespace {
 // file, which still notices a library replaced in place.
 ForkSafeMutex g_found_mutex;
 std::map<std::string, LibraryLocation> g_found;
+
+// The build current_library_build answered last for a library, and what it depended on.
+struct KnownBuild {
+  std::string setting;  // $spec.env as it was
+  std::string path;     // the file located
+  StatIdentity identity;
+  uint64_t loads = 0;  // loads_so_far() before it was derived
+  std::string build;
+};
+ForkSafeMutex g_known_builds_mutex;
+std::map<std::string_view, KnownBuild> g_known_builds;  // by LibrarySpec::what
 }  // namespace
 
 void forget_library_locations() {
-  std::lock_guard lock(g_found_mutex);
-  g_found.clear();
+  {
+    std::lock_guard lock(g_found_mutex);
+    g_found.clear();
+  }
+  std::lock_guard lock(g_known_builds_mutex);
+  g_known_builds.clear();
 }
 
 LibraryLocation locate_library(const LibrarySpec &spec, MemoStore *memos) {
@@ -308,11 +323,18 @@ void remember_location(const LibrarySpec &spec, MemoStore *memos, const LibraryL
 namespace {
 ForkSafeMutex g_loaded_mutex;
 std::set<std::string> g_loaded_paths;  // libraries this process has dlopened (note_library_loaded)
+uint64_t g_loads = 0;                  // how many times note_library_loaded has run
+
+uint64_t loads_so_far() {
+  std::lock_guard lock(g_loaded_mutex);
+  return g_loads;
+}
 }  // namespace
 
 void note_library_loaded(const std::string &path) {
   std::lock_guard lock(g_loaded_mutex);
   g_loaded_paths.insert(path);
+  ++g_loads;
 }
 
 namespace {
@@ -348,9 +370,40 @@ std::string library_build(const LibrarySpec &spec, const LibraryLocation &loc) {
   }
   // A library replaced on disk since this process loaded it is still the old image in memory.
   if (loaded)
-    for (const LoadedImage &image : loaded_images())
+    for (const LoadedImage &image : *loaded_images())
       if (image.path == loc.path && !image.build_id.empty()) id = image.build_id;
   return std::string(spec.what) + " " + id;
+}
+
+std::string current_library_build(const LibrarySpec &spec, MemoStore *memos) {
+  const char *env = trusted_env(std::string(spec.env).c_str());
+  const std::string_view setting = env ? env : "";
+  const uint64_t loads = loads_so_far();
+  {
+    std::lock_guard lock(g_known_builds_mutex);
+    if (const auto it = g_known_builds.find(spec.what); it != g_known_builds.end()) {
+      const KnownBuild &known = it->second;
+      struct stat st;
+      if (known.setting == setting && known.loads == loads &&
+          ::stat(known.path.c_str(), &st) == 0 && StatIdentity::of(st) == known.identity)
+        return known.build;
+    }
+  }
+  struct timespec before;
+  ::clock_gettime(CLOCK_REALTIME_COARSE, &before);
+  const LibraryLocation loc = locate_library(spec, memos);
+  std::string build = library_build(spec, loc);
+  // Remembered only for a file that stat still shows as locate_library vouched for it, last
+  // changed before this call began: a write within the file system's timestamp granularity could
+  // keep the same stat.
+  struct stat st;
+  if (::stat(loc.path.c_str(), &st) == 0 && identity_text(loc.path, st) == loc.identity &&
+      StatIdentity::of(st).settled_before(before)) {
+    std::lock_guard lock(g_known_builds_mutex);
+    g_known_builds[spec.what] =
+        KnownBuild{std::string(setting), loc.path, StatIdentity::of(st), loads, build};
+  }
+  return build;
 }
 
 void *open_library(const LibrarySpec &spec, const LibraryLocation &loc) {

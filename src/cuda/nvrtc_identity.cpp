@@ -6,6 +6,7 @@
 
 #include <ctime>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 
@@ -57,10 +58,10 @@ NvrtcIdentity current_nvrtc_identity(const NvrtcLocation &loc, MemoStore *memos)
   // The builtins library is named inside libnvrtc; the loaded image is read only when it is no
   // longer the file on disk (replaced in place), and then its version names the builtins.
   std::string soname;
-  std::vector<LoadedImage> images;
+  std::shared_ptr<const std::vector<LoadedImage>> images;  // read only where NVRTC is loaded
   if (const Nvrtc *loaded = Nvrtc::find_loaded(loc.path)) {
     images = loaded_images();
-    for (const LoadedImage &image : images) {
+    for (const LoadedImage &image : *images) {
       if (image.path != loc.path || image.build_id.empty() || image.build_id == id.nvrtc_build_id)
         continue;
       id.nvrtc_build_id = image.build_id;
@@ -71,7 +72,8 @@ NvrtcIdentity current_nvrtc_identity(const NvrtcLocation &loc, MemoStore *memos)
   }
   if (soname.empty() && id.nvrtc_build_id == file_facts->build_id)
     soname = builtins_soname(loc.path, file_facts->build_id, memos);
-  for (const LoadedImage &image : images) {
+  for (size_t i = 0; images && i < images->size(); ++i) {
+    const LoadedImage &image = (*images)[i];
     if (!soname.empty() && base_name(image.path) == soname) {
       id.builtins_path = image.path;
       id.builtins_build_id = image.build_id.empty() ? "none" : image.build_id;
