@@ -149,6 +149,32 @@ class Registry {
   std::unordered_set<const T *> live_;
 };
 
+// The answer a drop-in last derived for a key (the real library's build or identity), kept for
+// the process: asked again under the same key, it is answered without the cache's memo (a read
+// transaction) or the real library. Thread-safe.
+template <class T>
+class KeptAnswer {
+ public:
+  bool find(const std::string &key, T *out) {
+    std::lock_guard lock(mutex_);
+    if (!has_ || key != key_) return false;
+    *out = value_;
+    return true;
+  }
+  void keep(const std::string &key, const T &value) {
+    std::lock_guard lock(mutex_);
+    has_ = true;
+    key_ = key;
+    value_ = value;
+  }
+
+ private:
+  ForkSafeMutex mutex_;
+  bool has_ = false;
+  std::string key_;
+  T value_{};
+};
+
 // An input a drop-in keeps (a module, a link input): its bytes, shared, and their digest, which is
 // what keys it. The same bytes given again (numba-cuda adds the same libdevice to every program)
 // cost a comparison with the copy kept from last time, not a copy and a hash: the last few large

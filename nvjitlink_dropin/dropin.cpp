@@ -8,6 +8,7 @@
 #include <exception>
 #include <new>
 #include <string>
+#include <utility>
 
 #include "core/cache.hpp"
 #include "cuda/jit_library.hpp"
@@ -48,16 +49,29 @@ nvJitLinkResult with_link(const char *function, nvJitLinkHandle handle, F &&f,
 }
 
 // nvJitLinkVersion without loading nvJitLink: asked of the real library once per build and kept
-// in the cache's memos under its build.
+// in the cache's memos under its build, and for the process.
 nvJitLinkResult version(unsigned int *major, unsigned int *minor) {
+  if (!major || !minor) return real_nvjitlink().version(major, minor);  // its answer to NULLs
+  static KeptAnswer<std::pair<unsigned int, unsigned int>> kept;
+  const std::string build = real_nvjitlink_build();
+  std::pair<unsigned int, unsigned int> v;
+  if (kept.find(build, &v)) {
+    *major = v.first;
+    *minor = v.second;
+    return NVJITLINK_SUCCESS;
+  }
   Cache *cache = dropin_cache("nvJitLink");
-  const std::string name = "nvjitlink-version/" + real_nvjitlink_build();
-  if (cache && major && minor)
+  const std::string name = "nvjitlink-version/" + build;
+  if (cache)
     if (const auto memo = cache->load_memo(name))
-      if (std::sscanf(memo->c_str(), "%u.%u", major, minor) == 2) return NVJITLINK_SUCCESS;
+      if (std::sscanf(memo->c_str(), "%u.%u", major, minor) == 2) {
+        kept.keep(build, {*major, *minor});
+        return NVJITLINK_SUCCESS;
+      }
   const nvJitLinkResult rc = real_nvjitlink().version(major, minor);
-  if (rc == NVJITLINK_SUCCESS && cache && major && minor)
-    cache->save_memo(name, std::to_string(*major) + "." + std::to_string(*minor));
+  if (rc != NVJITLINK_SUCCESS) return rc;
+  if (cache) cache->save_memo(name, std::to_string(*major) + "." + std::to_string(*minor));
+  kept.keep(build, {*major, *minor});
   return rc;
 }
 

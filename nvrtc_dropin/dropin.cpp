@@ -57,31 +57,38 @@ bool version_from_files(int *major, int *minor) {
 // memos under its identity (the build-ids of libnvrtc and its builtins), so that a warm process
 // (jitify2 and cuda-bindings ask at start) never loads it. Empty when the memo cannot be used.
 std::vector<int> supported_archs() {
+  // numba-cuda asks twice a compile: the answer for an identity is also kept in the process.
+  static KeptAnswer<std::vector<int>> kept;
   Cache *cache = dropin_cache();
   const std::string name =
       "nvrtc-archs/" + current_nvrtc_identity(locate_nvrtc(cache), cache).key_text();
+  std::vector<int> archs;
+  if (kept.find(name, &archs)) return archs;
   if (cache)
     if (const auto memo = cache->load_memo(name)) {
-      std::vector<int> archs;
       for (size_t at = 0; at < memo->size();) {
         const size_t comma = memo->find(',', at);
         archs.push_back(std::atoi(memo->substr(at, comma - at).c_str()));
         at = comma == std::string::npos ? memo->size() : comma + 1;
       }
-      if (!archs.empty() && std::all_of(archs.begin(), archs.end(), [](int a) { return a > 0; }))
+      if (!archs.empty() && std::all_of(archs.begin(), archs.end(), [](int a) { return a > 0; })) {
+        kept.keep(name, archs);
         return archs;
+      }
+      archs.clear();
     }
   const NvrtcApi &real = real_nvrtc();
   int n = 0;
   if (require(real.num_supported_archs, "nvrtcGetNumSupportedArchs")(&n) != NVRTC_SUCCESS ||
       n <= 0 || n > 4096)
     return {};
-  std::vector<int> archs(static_cast<size_t>(n));
+  archs.assign(static_cast<size_t>(n), 0);
   if (require(real.supported_archs, "nvrtcGetSupportedArchs")(archs.data()) != NVRTC_SUCCESS)
     return {};
   std::string memo;
   for (int a : archs) memo += (memo.empty() ? "" : ",") + std::to_string(a);
   if (cache) cache->save_memo(name, memo);
+  kept.keep(name, archs);
   return archs;
 }
 

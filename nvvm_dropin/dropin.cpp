@@ -52,22 +52,12 @@ struct Versions {
   int v[6] = {};  // major, minor, IR major, IR minor, debug major, debug minor
 };
 nvvmResult versions(Versions *out) {
-  // numba-cuda asks for the IR version on every compile: the answer for a build is kept.
-  static ForkSafeMutex mutex;
-  static std::string known_build;
-  static Versions known;
+  // numba-cuda asks for the IR version five times a compile: the answer for a build is kept.
+  static KeptAnswer<Versions> kept;
   const std::string build = real_nvvm_build();
-  {
-    std::lock_guard lock(mutex);
-    if (build == known_build) {
-      *out = known;
-      return NVVM_SUCCESS;
-    }
-  }
+  if (kept.find(build, out)) return NVVM_SUCCESS;
   auto keep = [&] {
-    std::lock_guard lock(mutex);
-    known_build = build;
-    known = *out;
+    kept.keep(build, *out);
     return NVVM_SUCCESS;
   };
   Cache *cache = dropin_cache("libNVVM");

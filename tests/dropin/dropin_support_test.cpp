@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
 #include "core/cache.hpp"
 #include "dropin_common/support.hpp"
@@ -15,6 +16,7 @@ using progcache::dropin::CallText;
 using progcache::dropin::decode_slots;
 using progcache::dropin::encode_slots;
 using progcache::dropin::intern_input;
+using progcache::dropin::KeptAnswer;
 using progcache::dropin::OutputSlot;
 
 namespace {
@@ -70,6 +72,23 @@ TEST(InternInput, TheSameBytesShareACopyAndOthersNever) {
   const auto small = intern_input("abc", 3);
   EXPECT_EQ(*small.bytes, "abc");
   EXPECT_EQ(small.digest, progcache::content_digest(progcache::ByteView("abc", 3)));
+}
+
+// What a drop-in keeps for a library build (libNVVM's versions, NVRTC's architectures) answers
+// that build only: another build, and nothing at all before the first answer, is not found.
+TEST(KeptAnswer, AnswersTheKeyItWasKeptForOnly) {
+  KeptAnswer<std::vector<int>> kept;
+  std::vector<int> out{7};
+  EXPECT_FALSE(kept.find("", &out));  // nothing kept yet, not even for the empty key
+  EXPECT_EQ(out, std::vector<int>{7});
+  kept.keep("NVRTC a", {75, 80});
+  EXPECT_TRUE(kept.find("NVRTC a", &out));
+  EXPECT_EQ(out, (std::vector<int>{75, 80}));
+  EXPECT_FALSE(kept.find("NVRTC b", &out));
+  kept.keep("NVRTC b", {90});
+  EXPECT_FALSE(kept.find("NVRTC a", &out));  // the last build's answer only
+  EXPECT_TRUE(kept.find("NVRTC b", &out));
+  EXPECT_EQ(out, std::vector<int>{90});
 }
 
 // The payload of the drop-in nvJitLink's and libNVVM's entries: decoded exactly, and any payload
