@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <set>
@@ -153,11 +154,11 @@ struct KnownBuild {
   std::string setting;  // $spec.env as it was
   std::string path;     // the file located
   StatIdentity identity;
-  uint64_t loads = 0;  // loads_so_far() before it was derived
+  size_t loads = 0;  // loads_so_far() before it was derived
   std::string build;
 };
 ForkSafeMutex g_known_builds_mutex;
-std::map<std::string_view, KnownBuild> g_known_builds;  // by LibrarySpec::what
+std::map<std::string_view, std::shared_ptr<const KnownBuild>> g_known_builds;  // by spec.what
 }  // namespace
 
 void forget_library_locations() {
@@ -323,18 +324,18 @@ void remember_location(const LibrarySpec &spec, MemoStore *memos, const LibraryL
 namespace {
 ForkSafeMutex g_loaded_mutex;
 std::set<std::string> g_loaded_paths;  // libraries this process has dlopened (note_library_loaded)
-uint64_t g_loads = 0;                  // how many times note_library_loaded has run
 
-uint64_t loads_so_far() {
+// How many libraries this process has loaded: library_build's answer for a path changes only
+// when the path joins g_loaded_paths, which only grows.
+size_t loads_so_far() {
   std::lock_guard lock(g_loaded_mutex);
-  return g_loads;
+  return g_loaded_paths.size();
 }
 }  // namespace
 
 void note_library_loaded(const std::string &path) {
   std::lock_guard lock(g_loaded_mutex);
   g_loaded_paths.insert(path);
-  ++g_loads;
 }
 
 namespace {
@@ -378,17 +379,17 @@ std::string library_build(const LibrarySpec &spec, const LibraryLocation &loc) {
 std::string current_library_build(const LibrarySpec &spec, MemoStore *memos) {
   const char *env = trusted_env(std::string(spec.env).c_str());
   const std::string_view setting = env ? env : "";
-  const uint64_t loads = loads_so_far();
+  const size_t loads = loads_so_far();
+  std::shared_ptr<const KnownBuild> known;
   {
     std::lock_guard lock(g_known_builds_mutex);
-    if (const auto it = g_known_builds.find(spec.what); it != g_known_builds.end()) {
-      const KnownBuild &known = it->second;
-      struct stat st;
-      if (known.setting == setting && known.loads == loads &&
-          ::stat(known.path.c_str(), &st) == 0 && StatIdentity::of(st) == known.identity)
-        return known.build;
-    }
+    if (const auto it = g_known_builds.find(spec.what); it != g_known_builds.end())
+      known = it->second;
   }
+  struct stat st;  // outside the lock: threads asking at once do not queue behind a system call
+  if (known && known->setting == setting && known->loads == loads &&
+      ::stat(known->path.c_str(), &st) == 0 && StatIdentity::of(st) == known->identity)
+    return known->build;
   struct timespec before;
   ::clock_gettime(CLOCK_REALTIME_COARSE, &before);
   const LibraryLocation loc = locate_library(spec, memos);
@@ -396,12 +397,11 @@ std::string current_library_build(const LibrarySpec &spec, MemoStore *memos) {
   // Remembered only for a file that stat still shows as locate_library vouched for it, last
   // changed before this call began: a write within the file system's timestamp granularity could
   // keep the same stat.
-  struct stat st;
   if (::stat(loc.path.c_str(), &st) == 0 && identity_text(loc.path, st) == loc.identity &&
       StatIdentity::of(st).settled_before(before)) {
     std::lock_guard lock(g_known_builds_mutex);
-    g_known_builds[spec.what] =
-        KnownBuild{std::string(setting), loc.path, StatIdentity::of(st), loads, build};
+    g_known_builds[spec.what] = std::make_shared<const KnownBuild>(
+        KnownBuild{std::string(setting), loc.path, StatIdentity::of(st), loads, build});
   }
   return build;
 }

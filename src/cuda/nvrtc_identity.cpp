@@ -72,14 +72,13 @@ NvrtcIdentity current_nvrtc_identity(const NvrtcLocation &loc, MemoStore *memos)
   }
   if (soname.empty() && id.nvrtc_build_id == file_facts->build_id)
     soname = builtins_soname(loc.path, file_facts->build_id, memos);
-  for (size_t i = 0; images && i < images->size(); ++i) {
-    const LoadedImage &image = (*images)[i];
-    if (!soname.empty() && base_name(image.path) == soname) {
-      id.builtins_path = image.path;
-      id.builtins_build_id = image.build_id.empty() ? "none" : image.build_id;
-      return id;
-    }
-  }
+  if (images)
+    for (const LoadedImage &image : *images)
+      if (!soname.empty() && base_name(image.path) == soname) {
+        id.builtins_path = image.path;
+        id.builtins_build_id = image.build_id.empty() ? "none" : image.build_id;
+        return id;
+      }
   if (!soname.empty())
     id.builtins_path = predict_dlopen_path(soname, *file_facts, parent_dir(loc.path));
   id.builtins_build_id = "none";
