@@ -129,6 +129,17 @@ fi
 # `progcache run` itself.
 "$pc" run -- /nonexistent/command 2>/dev/null
 [ $? = 127 ] || fail "run of a missing command does not exit 127"
+printf 'x\n' >"$work/not-executable"
+"$pc" run -- "$work/not-executable" 2>/dev/null
+[ $? = 126 ] || fail "run of a file that is not executable does not exit 126"
+# A script without "#!" runs under /bin/sh, found on PATH, as execvp (and a shell) runs it.
+mkdir -p "$work/bin"
+printf 'echo "ran $0 $1"\nexit 3\n' >"$work/bin/no-shebang"
+chmod +x "$work/bin/no-shebang"
+out=$(PATH=$work/bin:$PATH "$pc" run -- no-shebang one 2>/dev/null)
+rc=$?
+[ "$rc" = 3 ] && [ "$out" = "ran $work/bin/no-shebang one" ] ||
+  fail "run of a script without #!: exit $rc, '$out'"
 "$pc" run 2>/dev/null
 [ $? = 2 ] || fail "run without a command does not exit 2"
 # An unusable cache is an error before the command starts (it ran uncached without a word).
