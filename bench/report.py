@@ -221,13 +221,15 @@ if startup and "warm_ms" in startup:
               "idle half second, ran 2-3x slower, whatever it ran). Cold: through `progcache run` with an",
               "empty cache.", "",
               "The drop-in alone: the warm client with the drop-in first on `LD_LIBRARY_PATH` by hand,",
-              "without `progcache run`'s own start, cache check and report (about 3 ms of the warm run).",
-              "Verdicts: through `run` against ≥ 50×, the drop-in alone against #34's ≥ 100×.", "",
+              "without `progcache run`'s own process (its start, cache check and report: %s of the"
+              % ("%.1f ms" % (startup["warm_ms"] - startup["direct_ms"]) if "direct_ms" in startup else "n/a"),
+              "warm run). #34's ≥ 100× was set against 0.4's 51-84×, which were timed through `run`:",
+              "the warm run is judged against both targets, the drop-in alone against #34's.", "",
               "| real NVRTC | drop-in, cold | drop-in, warm | real / warm | drop-in alone, warm | real / alone |",
               "| --- | --- | --- | --- | --- | --- |",
-              "| %.0f ms | %.0f ms | %.1f ms | %.0f× %s | %s | %s |" % (
+              "| %.0f ms | %.0f ms | %.1f ms | %.0f× (≥ 50×: %s; ≥ 100×: %s) | %s | %s |" % (
                   startup["real_ms"], startup["cold_ms"], startup["warm_ms"], r,
-                  verdict(r, 50, lower_is_better=False),
+                  verdict(r, 50, lower_is_better=False), verdict(r, 100, lower_is_better=False),
                   "%.1f ms" % startup["direct_ms"] if "direct_ms" in startup else "n/a",
                   "%.0f× %s" % (startup["real_over_direct"],
                                 verdict(startup["real_over_direct"], 100, lower_is_better=False))
