@@ -164,7 +164,7 @@ int wait_for(pid_t child, const sigset_t &unblocked) {
 // Starts the command as execvp would run it (found on PATH; a file without "#!" run by /bin/sh),
 // with mask as its signal mask. Through posix_spawnp rather than fork: the child neither copies
 // this process's page tables nor runs the library's fork handlers, which cost a `progcache run`
-// ~0.2 ms (bench/analysis.md). The pid, or -1 with errno set.
+// 0.2-0.5 ms on a 2-core VM (bench/analysis.md). The pid, or -1 with errno set.
 pid_t start_command(std::vector<char *> argv, const sigset_t &mask) {
   posix_spawnattr_t attr;
   if (const int error = ::posix_spawnattr_init(&attr)) {
@@ -176,8 +176,8 @@ pid_t start_command(std::vector<char *> argv, const sigset_t &mask) {
   pid_t pid = -1;
   int error = ::posix_spawnp(&pid, argv[0], nullptr, &attr, argv.data(), environ);
   if (error == ENOEXEC) {
-    // posix_spawnp has no fallback to the shell, execvp has: the shell's exec takes it (it runs
-    // such a file as execvp does, /bin/sh with the path it found).
+    // posix_spawnp does not fall back to the shell as execvp does; the shell's exec does (it
+    // runs such a file as execvp would: /bin/sh with the path it found).
     static char sh[] = "sh", dash_c[] = "-c", exec_it[] = "exec \"$0\" \"$@\"";
     argv.insert(argv.begin(), {sh, dash_c, exec_it});
     error = ::posix_spawn(&pid, "/bin/sh", nullptr, &attr, argv.data(), environ);
