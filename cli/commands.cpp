@@ -196,8 +196,8 @@ std::vector<Command> make_commands() {
        "cache without loading the real library; a miss runs the real one and stores every\n"
        "output. --cache sets the cache for COMMAND (PCACHE_URI). PCACHE_DISABLE=1 turns caching\n"
        "off. SIGTERM, SIGHUP, SIGUSR1 and SIGUSR2 are passed on to COMMAND. Exit status:\n"
-       "COMMAND's (killed by a signal: the same signal), or 127 if it cannot be found. See\n"
-       "docs/transparent.md.",
+       "COMMAND's (killed by a signal: the same signal), 127 if it cannot be found, 126 if it\n"
+       "cannot be run. See docs/transparent.md.",
        {{"preload", 0, nullptr,
          "also LD_PRELOAD the drop-ins, for programs that look for an already loaded library\n"
          "before loading one by path (cuda-pathfinder: cuda-python, numba-cuda)"}},
