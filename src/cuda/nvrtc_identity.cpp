@@ -72,9 +72,9 @@ NvrtcIdentity current_nvrtc_identity(const NvrtcLocation &loc, MemoStore *memos)
   }
   if (soname.empty() && id.nvrtc_build_id == file_facts->build_id)
     soname = builtins_soname(loc.path, file_facts->build_id, memos);
-  if (images)
+  if (images && !soname.empty())
     for (const LoadedImage &image : *images)
-      if (!soname.empty() && base_name(image.path) == soname) {
+      if (base_name(image.path) == soname) {
         id.builtins_path = image.path;
         id.builtins_build_id = image.build_id.empty() ? "none" : image.build_id;
         return id;
