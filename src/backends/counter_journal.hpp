@@ -24,6 +24,13 @@ class CounterJournal {
   CounterJournal(std::string path, mode_t mode, ino_t db_ino)
       : path_(std::move(path)), mode_(mode), db_ino_(db_ino) {}
 
+  // Creates the journal, empty, unless a file is there already. Called beside a database this
+  // process has just created: the journal then marks it as a cache's for as long as it exists,
+  // where the -wal and -shm do not (any SQLite program whose last connection closes deletes
+  // them), so that a database whose first page is destroyed is still known for damage to a
+  // cache and not taken for a file that was never one (sqlite_ownership.cpp). False where it
+  // cannot be made (no cost but that evidence).
+  bool create() const;
   // Appends delta. False (nothing written) where the journal cannot be opened, locked or
   // written, or has grown past kFoldAfterBytes: the caller then adds delta in a transaction, and
   // folds.

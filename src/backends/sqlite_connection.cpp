@@ -241,6 +241,7 @@ void SqliteBackend::open_connection() {
   wal_frames_ = 0;
   journal_.reset();
   if (wal_) journal_.emplace(path_ + "-counters", config_.modes.file, db_ino_);
+  if (created && journal_) journal_->create();  // the cache's mark beside its new database
   auto setup = [&] {
     rc = libsqlite().sqlite3_exec(db_, "PRAGMA cell_size_check=ON; PRAGMA mmap_size=0;", nullptr,
                                   nullptr, nullptr);

@@ -153,6 +153,39 @@ TEST(Sqlite, AFileThatWasNeverACacheIsRefusedAndLeftAsItIs) {
   }
 }
 
+// A cache another SQLite program wrote to (the sqlite3 shell: its last connection deletes the
+// -wal and -shm it finds) and whose first page a bad disk then destroyed is still ours: damage,
+// reset in place as SQLite's "not a database" always is. With no companion left beside it,
+// it was refused as a file that was never a cache, and the cache stayed unusable until removed
+// by hand (the damage campaign's seed 69: totals rewritten by SQL, then page 1 overwritten).
+TEST(Sqlite, ACacheWhoseFirstPageIsDestroyedAfterAnotherProgramWroteToItIsStillOurs) {
+  TempDir d;
+  const std::string db = d / "c.db";
+  fill(db, 3, 100);
+  sql_exec(db, "UPDATE meta SET value = value WHERE name = 'entry_count'");
+  ASSERT_FALSE(std::filesystem::exists(db + "-wal")) << "the scenario needs the -wal gone";
+  ASSERT_FALSE(std::filesystem::exists(db + "-shm"));
+  // What says it was a cache: the counter journal made with the database (only puts were made,
+  // so no count was ever appended to it), which the other program left alone.
+  EXPECT_TRUE(std::filesystem::exists(db + "-counters"));
+  const int fd = ::open(db.c_str(), O_WRONLY);
+  ASSERT_GE(fd, 0);
+  const std::string garbage(4096, '\x5a');
+  ASSERT_EQ(::pwrite(fd, garbage.data(), garbage.size(), 0), ssize_t(garbage.size()));
+  ::close(fd);
+  pcache *h = nullptr;
+  ASSERT_EQ(pcache_open(("sqlite:" + db).c_str(), nullptr, &h), PCACHE_OK) << pcache_last_error();
+  EXPECT_NE(std::string(pcache_last_error()).find("was corrupt"), std::string::npos)
+      << pcache_last_error();
+  EXPECT_EQ(pcache_put(h, "k", 1, "after", 5), PCACHE_OK) << pcache_last_error();
+  void *data = nullptr;
+  size_t size = 0;
+  ASSERT_EQ(pcache_get(h, "k", 1, &data, &size), PCACHE_OK) << pcache_last_error();
+  EXPECT_EQ(std::string(static_cast<char *>(data), size), "after");
+  pcache_free(data);
+  pcache_close(h);
+}
+
 // A FIFO (or a device, a socket) where the database or a companion file goes is no one's
 // cache, shared or not: refused as a wrong path and left as it is. It was refused as a file
 // another user might have planted, with advice to open the cache as shared, and then, shared,
