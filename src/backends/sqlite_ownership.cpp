@@ -31,6 +31,12 @@ bool has_our_companions(const std::string &path) {
   return false;
 }
 
+// Of those, the ones no other SQLite program makes (every database in WAL mode has a -wal and a
+// -shm); a database progcache creates has its -counters from the start.
+bool has_cache_marks(const std::string &path) {
+  return exists(path + "-counters") || exists(path + ".locks");
+}
+
 // Reads the database's tables: SQLITE_OK, or why not. Only SQLITE_NOTADB and SQLITE_CORRUPT say
 // the file is unreadable; another process creating the cache holds its lock (SQLITE_BUSY past
 // the busy timeout), which says nothing of what the file is.
@@ -120,6 +126,10 @@ std::string foreign_database(const std::string &path, sqlite3 *db, const Databas
       ((tables.empty() && user_version == 0) || (our_names && has_entries && our_columns) ||
        (our_names && has_our_companions(path))))
     return {};
+  // Every table ours, with our entries table's columns, and a cache's mark beside it: a cache
+  // whose application id was damaged (a byte of it, past the one flipped bit allowed above),
+  // which the open writes again. Refused, it stayed unusable until removed by hand.
+  if (our_names && has_entries && our_columns && has_cache_marks(path)) return {};
   if (application_id != 0) {
     char id[16];
     std::snprintf(id, sizeof id, "0x%08x", application_id);

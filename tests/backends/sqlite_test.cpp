@@ -186,6 +186,33 @@ TEST(Sqlite, ACacheWhoseFirstPageIsDestroyedAfterAnotherProgramWroteToItIsStillO
   pcache_close(h);
 }
 
+// A byte of the application id damaged (more than the one flipped bit allowed): a database with
+// every table of a cache and a cache's mark beside it is ours, opens with its entries and gets
+// its id written again. It was refused as "a SQLite database of another application" until
+// removed by hand. Without the mark (AFileThatWasNeverACacheIsRefusedAndLeftAsItIs: app.db) it
+// is still refused.
+TEST(Sqlite, ACacheWhoseApplicationIdHasADamagedByteOpensWithItsEntries) {
+  TempDir d;
+  const std::string db = d / "c.db";
+  fill(db, 3, 100);
+  const std::string id = sql_scalar(db, "PRAGMA application_id");
+  const int fd = ::open(db.c_str(), O_WRONLY);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::pwrite(fd, "\xa5", 1, 68), 1);  // the id's first byte: "PC" becomes 0xa5 'C'
+  ::close(fd);
+  ASSERT_NE(sql_scalar(db, "PRAGMA application_id"), id);
+  {
+    Handle c("sqlite:" + db);
+    ASSERT_NE(c.get(), nullptr);
+    std::string v;
+    for (int i = 0; i < 3; ++i) {
+      ASSERT_EQ(c.get("k" + std::to_string(i), &v), PCACHE_OK) << pcache_last_error();
+      EXPECT_EQ(v, std::string(100, 'x'));
+    }
+  }
+  EXPECT_EQ(sql_scalar(db, "PRAGMA application_id"), id);
+}
+
 // A FIFO (or a device, a socket) where the database or a companion file goes is no one's
 // cache, shared or not: refused as a wrong path and left as it is. It was refused as a file
 // another user might have planted, with advice to open the cache as shared, and then, shared,
