@@ -70,13 +70,12 @@ std::optional<std::string> read_journal(int fd) {
 
 }  // namespace
 
-bool CounterJournal::create() const {
+void CounterJournal::create() const {
   const Fd fd(
       ::open(path_.c_str(), O_WRONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, mode_));
   struct stat st;
-  if (!fd || ::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) return false;
-  if (st.st_size == 0) set_created_mode(fd.get(), mode_);
-  return true;
+  if (fd && ::fstat(fd.get(), &st) == 0 && S_ISREG(st.st_mode) && st.st_size == 0)
+    set_created_mode(fd.get(), mode_);
 }
 
 bool CounterJournal::append(const PersistentCounters &delta) const {

@@ -28,9 +28,9 @@ class CounterJournal {
   // process has just created: the journal then marks it as a cache's for as long as it exists,
   // where the -wal and -shm do not (any SQLite program whose last connection closes deletes
   // them), so that a database whose first page is destroyed is still known for damage to a
-  // cache and not taken for a file that was never one (sqlite_ownership.cpp). False where it
-  // cannot be made (no cost but that evidence).
-  bool create() const;
+  // cache and not taken for a file that was never one (sqlite_ownership.cpp). Where it cannot
+  // be made, only that evidence is missing.
+  void create() const;
   // Appends delta. False (nothing written) where the journal cannot be opened, locked or
   // written, or has grown past kFoldAfterBytes: the caller then adds delta in a transaction, and
   // folds.

@@ -241,7 +241,9 @@ void SqliteBackend::open_connection() {
   wal_frames_ = 0;
   journal_.reset();
   if (wal_) journal_.emplace(path_ + "-counters", config_.modes.file, db_ino_);
-  if (created && journal_) journal_->create();  // the cache's mark beside its new database
+  // The cache's mark beside a database it created, whether the journal is used or not (a
+  // network filesystem's database has no WAL): CounterJournal::create.
+  if (created) CounterJournal(path_ + "-counters", config_.modes.file, db_ino_).create();
   auto setup = [&] {
     rc = libsqlite().sqlite3_exec(db_, "PRAGMA cell_size_check=ON; PRAGMA mmap_size=0;", nullptr,
                                   nullptr, nullptr);
