@@ -87,10 +87,11 @@ struct OptionSpec {
 
 // How a command needs the cache.
 enum class Opens {
-  nothing,   // no cache (version, help)
-  existing,  // only a cache that exists, without a cap: reading and removing create nothing
-  reading,   // opened without a cap: reading never evicts
-  storing,   // opened with the cap: storing may evict down to it
+  nothing,           // no cache (version, help)
+  existing,          // only a cache that exists, without a cap: reading and removing create nothing
+  existing_or_none,  // as existing, and where there is none yet, run without one (deps)
+  reading,           // opened without a cap: reading never evicts
+  storing,           // opened with the cap: storing may evict down to it
 };
 
 struct Command {

@@ -49,10 +49,11 @@ std::vector<Command> make_commands() {
        "list the header paths the key covers (found or absent)",
        "Lists what the key of FILE covers on disk, in the order NVRTC would look: 'present PATH'\n"
        "for each header read, 'absent PATH' for each place looked at that held nothing (creating\n"
-       "a file there changes the key). A program never compiled through the cache is listed\n"
-       "from a scan of its #include lines: a note on stderr says so, and what the scan could\n"
-       "not follow. Exit status 1 if the program cannot be cached, with why.",
-       compile_options(), 1, 1, Opens::existing, cmd_deps},
+       "a file there changes the key). A program never compiled through the cache (or with no\n"
+       "cache yet, which deps does not create) is listed from a scan of its #include lines: a\n"
+       "note on stderr says so, and what the scan could not follow. Exit status 1 if the\n"
+       "program cannot be cached, with why.",
+       compile_options(), 1, 1, Opens::existing_or_none, cmd_deps},
       {"explain", "FILE.cu [OPTIONS] [-- NVRTC-OPTIONS...]",
        "say why it would miss: the key fields that differ from the closest entry",
        "Derives FILE's key as compile would and, on a miss, names every key field that differs\n"

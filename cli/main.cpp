@@ -177,7 +177,13 @@ int run(int argc, char **argv) {
     const uint64_t cap = opens != Opens::storing ? 0
                          : in.cap_given          ? in.cap
                                                  : PCACHE_MAX_SIZE_CONFIGURED;
-    cache = open_cache(in.uri, cap, opens == Opens::existing);
+    try {
+      cache = open_cache(in.uri, cap, opens == Opens::existing || opens == Opens::existing_or_none);
+    } catch (const Failure &e) {
+      // deps answers from the include scan where nothing was ever compiled: on a machine whose
+      // cache is still to be made, that is its answer, not "no cache".
+      if (opens != Opens::existing_or_none || e.status != PCACHE_NOT_FOUND) throw;
+    }
     in.cache = cache.get();
   }
   return command->run(in);

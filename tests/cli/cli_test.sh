@@ -38,6 +38,9 @@ want='^hit: ' check "explain of a cached program" 0 "$pc" explain "$kernel" --na
 mkdir -p "$work/deps"
 printf '#include "here.h"\n#if __has_include("maybe.h")\n#include "maybe.h"\n#endif\n__global__ void k() {}\n' >"$work/deps/k.cu"
 : >"$work/deps/here.h"
+# Where no cache exists yet, deps still lists the scan's prediction, and creates nothing.
+want="^present $work/deps/here.h\$" check "deps without a cache" 0 "$pc" --cache "sqlite:$work/deps/none/c.db" deps "$work/deps/k.cu"
+want='^none made$' check "deps without a cache creates none" 0 bash -c "test -e '$work/deps/none' && echo made || echo 'none made'"
 want="^present $work/deps/here.h\$" check "deps lists a header read" 0 "$pc" deps "$work/deps/k.cu"
 want="^absent  $work/deps/maybe.h\$" check "deps lists a place probed" 0 "$pc" deps "$work/deps/k.cu"
 want='^note: this program has not been compiled through this cache$' check "deps says a list is predicted" 0 "$pc" deps "$work/deps/k.cu"
