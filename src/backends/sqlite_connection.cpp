@@ -509,7 +509,8 @@ void SqliteBackend::init_schema() {
   };
   const int version = user_version();
   if (version > kSchemaVersion) {
-    if (pragma_int("PRAGMA application_id") != kApplicationIdBase + version)
+    // In 64 bits: a damaged user_version may be any int, and the sum would overflow.
+    if (int64_t(pragma_int("PRAGMA application_id")) != int64_t(kApplicationIdBase) + version)
       throw DamagedDatabase("schema version " + std::to_string(version) +
                             " without the application id a newer progcache writes with it");
     throw Error(Status::unsupported,
