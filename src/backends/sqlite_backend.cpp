@@ -602,7 +602,11 @@ bool SqliteBackend::delete_entry_locked(ByteView key, Totals *t, int64_t *rowid)
   bool deleted = false;
   int rc;
   while ((rc = libsqlite().sqlite3_step(d.s)) == SQLITE_ROW) {
-    t->size -= libsqlite().sqlite3_column_int64(d.s, 0);
+    // A negative size is damage (the CHECK keeps every write at or above 0): the totals are
+    // marked for the caller's recount instead of moved by it (past int64's range, for the
+    // most negative one).
+    const int64_t size = libsqlite().sqlite3_column_int64(d.s, 0);
+    t->size = size < 0 ? -1 : t->size - size;
     --t->count;
     *rowid = libsqlite().sqlite3_column_int64(d.s, 1);
     deleted = true;

@@ -269,6 +269,24 @@ TEST(Sqlite, EveryHeaderByteOverwrittenLeavesACacheThatOpensAndServesOnlyItsByte
   EXPECT_GT(misses, 0);
 }
 
+// A row whose size damage made negative: deleting it recounts the totals. They grew by the
+// size instead (a put then evicted as if the cache were full), and the most negative size
+// overflowed int64 (UBSan).
+TEST(Sqlite, DeletingARowWhoseSizeIsDamagedNegativeRecountsTheTotals) {
+  for (const char *size : {"-5", "-9223372036854775808"}) {
+    SCOPED_TRACE(size);
+    TempDir d;
+    const std::string db = d / "c.db";
+    fill(db, 2, 100);
+    sql_exec(db, std::string("PRAGMA ignore_check_constraints=1; UPDATE entries SET size = ") +
+                     size + " WHERE key = x'6b30'");  // k0
+    Handle c("sqlite:" + db);
+    ASSERT_EQ(pcache_delete(c, "k0", 2), PCACHE_OK) << pcache_last_error();
+    EXPECT_EQ(c.count(), 1u);
+    EXPECT_EQ(c.size(), 100u);
+  }
+}
+
 // A FIFO (or a device, a socket) where the database or a companion file goes is no one's
 // cache, shared or not: refused as a wrong path and left as it is. It was refused as a file
 // another user might have planted, with advice to open the cache as shared, and then, shared,
