@@ -19,6 +19,7 @@
 #include "util/error.hpp"
 #include "util/hex.hpp"
 #include "util/stat_identity.hpp"
+#include "util/timespec_ns.hpp"
 #include "util/trust.hpp"
 #include "util/xxhash.hpp"
 
@@ -84,13 +85,13 @@ PersistentCounters counters_from(const uint64_t *buf, size_t valid_to) {
 constexpr int64_t kExactEvictionEntries = 4096;
 
 int64_t mtime_ns(const struct stat &st) {
-  return int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+  return held_ns(st.st_mtim);
 }
 
 int64_t now_ns() {
   struct timespec ts;
   clock_gettime(CLOCK_REALTIME, &ts);
-  return int64_t(ts.tv_sec) * 1000000000 + ts.tv_nsec;
+  return held_ns(ts);
 }
 
 // Sets mtime (and atime) from the fine-grained clock: the kernel's own timestamps come from a
@@ -100,7 +101,7 @@ int64_t stamp_now(int fd) {
   clock_gettime(CLOCK_REALTIME, &ts[0]);
   ts[1] = ts[0];
   ::futimens(fd, ts);
-  return int64_t(ts[0].tv_sec) * 1000000000 + ts[0].tv_nsec;
+  return held_ns(ts[0]);
 }
 
 bool is_entry_name(const char *n) {
@@ -282,7 +283,8 @@ void FileStreamBackend::reap_stale_temp_files() {
     // stale_tmp_seconds, a file goes regardless (file systems where flock does not reach).
     const int64_t age = now - mtime_ns(st);
     bool stale = age > stale_tmp_seconds_ * 1000000000;
-    if (!stale && age > kTempGraceSeconds * 1000000000) {
+    // Dated in the future (the clock went back): no writer's first instant either.
+    if (!stale && (age < 0 || age > kTempGraceSeconds * 1000000000)) {
       Fd probe(
           ::openat(tmp_fd_.get(), name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK));
       stale = probe && ::flock(probe.get(), LOCK_EX | LOCK_NB) == 0;
@@ -442,9 +444,10 @@ SharedBlob FileStreamBackend::get(ByteView key, Access access) {
   // Refresh recency, at most once per touch_interval_ms per entry: a hit stays a read. Timed by
   // the coarse clock already read (behind the fine one by at most a tick: a touch may come that
   // much later, never sooner); an interval of 0 touches at every hit.
-  const int64_t coarse_ns = int64_t(coarse_before.tv_sec) * 1000000000 + coarse_before.tv_nsec;
-  if (access == Access::use &&
-      (touch_interval_ns_ == 0 || coarse_ns - mtime_ns(st) >= touch_interval_ns_))
+  // A use dated in the future (the clock went back) is stamped again: left alone, the entry
+  // would stay the newest until the clock caught up.
+  const int64_t age = held_ns(coarse_before) - mtime_ns(st);
+  if (access == Access::use && (touch_interval_ns_ == 0 || age < 0 || age >= touch_interval_ns_))
     stamp_now(fd.get());
   return blob;
 }

@@ -24,6 +24,7 @@
 #include "util/hex.hpp"
 #include "util/paths.hpp"
 #include "util/stat_identity.hpp"
+#include "util/timespec_ns.hpp"
 #include "util/trust.hpp"
 #include "util/xxhash.hpp"
 
@@ -69,9 +70,8 @@ std::vector<std::string> search_dirs(const LibrarySpec &spec) {
 }
 
 std::string identity_text(const std::string &real, const struct stat &st) {
-  return real + "|" + std::to_string(st.st_size) + "|" +
-         std::to_string(int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec) + "|" +
-         std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino);
+  return real + "|" + std::to_string(st.st_size) + "|" + std::to_string(identity_ns(st.st_mtim)) +
+         "|" + std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino);
 }
 
 std::string identity_of(const std::string &path, std::string *resolved) {

@@ -22,6 +22,7 @@
 #include "cuda/elf_imports.hpp"
 #include "util/fork_guard.hpp"
 #include "util/paths.hpp"
+#include "util/timespec_ns.hpp"
 
 // The 64-bit and extended stat structures the recorders pass through without reading.
 extern "C" {
@@ -157,15 +158,16 @@ void record_open(const char *path, bool for_writing, int fd, int err) {
     e.dev = uint64_t(st.st_dev);
     e.ino = uint64_t(st.st_ino);
     e.size = uint64_t(st.st_size);
-    e.mtime_ns = int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
-    e.ctime_ns = int64_t(st.st_ctim.tv_sec) * 1000000000 + st.st_ctim.tv_nsec;
+    e.mtime_ns = identity_ns(st.st_mtim);
+    e.ctime_ns = identity_ns(st.st_ctim);
     // Changed within the timestamps' granularity: what NVRTC reads is kept now, since the stat
     // cannot vouch for it later (pread: NVRTC's file position is left alone).
     struct timespec now;
     ::clock_gettime(CLOCK_REALTIME, &now);
+    // A far date (util/timespec_ns.hpp) cannot be compared with now: kept, as if just changed.
+    const bool far = !within_held_range(st.st_mtim) || !within_held_range(st.st_ctim);
     const int64_t newest = std::max(e.mtime_ns, e.ctime_ns);
-    if (int64_t(now.tv_sec) * 1000000000 + now.tv_nsec - newest < 2000000000 &&
-        S_ISREG(st.st_mode)) {
+    if ((far || held_ns(now) - newest < 2000000000) && S_ISREG(st.st_mode)) {
       if (e.size > kMaxKeptContent) {
         record_incomplete(std::string("header '") + path + "' changed just now and is too large");
         return;

@@ -8,19 +8,25 @@
 #include <ctime>
 #include <string>
 
+#include "util/timespec_ns.hpp"
+
 namespace progcache {
 
 struct StatIdentity {
   uint64_t dev = 0, ino = 0, size = 0;
   int64_t mtime_ns = 0, ctime_ns = 0;
+  // A time outside the range where times compare (util/timespec_ns.hpp): such a file is always
+  // racy, never settled, so its content is read each time. Not part of the identity.
+  bool far_dated = false;
 
   static StatIdentity of(const struct stat &st) {
     StatIdentity id;
     id.dev = uint64_t(st.st_dev);
     id.ino = uint64_t(st.st_ino);
     id.size = uint64_t(st.st_size);
-    id.mtime_ns = int64_t(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
-    id.ctime_ns = int64_t(st.st_ctim.tv_sec) * 1000000000 + st.st_ctim.tv_nsec;
+    id.mtime_ns = identity_ns(st.st_mtim);
+    id.ctime_ns = identity_ns(st.st_ctim);
+    id.far_dated = !within_held_range(st.st_mtim) || !within_held_range(st.st_ctim);
     return id;
   }
   bool operator==(const StatIdentity &o) const {
@@ -35,9 +41,10 @@ struct StatIdentity {
   // granularity could leave the same stat, so the content must be read, never vouched for.
   static constexpr int64_t kRacySeconds = 2;
   bool is_racy() const {
+    if (far_dated) return true;
     struct timespec now;
     ::clock_gettime(CLOCK_REALTIME, &now);
-    const int64_t now_ns = int64_t(now.tv_sec) * 1000000000 + now.tv_nsec;
+    const int64_t now_ns = held_ns(now);
     const int64_t newest = mtime_ns > ctime_ns ? mtime_ns : ctime_ns;
     return now_ns - newest < kRacySeconds * 1000000000;
   }
@@ -49,7 +56,8 @@ struct StatIdentity {
   // kRacySeconds since FAT keeps two): a file last changed at least that long before the clock
   // was read cannot change again and keep its times.
   bool settled_before(const struct timespec &coarse_before) const {
-    const int64_t before_ns = int64_t(coarse_before.tv_sec) * 1000000000 + coarse_before.tv_nsec;
+    if (far_dated) return false;
+    const int64_t before_ns = held_ns(coarse_before);
     const int64_t newest = mtime_ns > ctime_ns ? mtime_ns : ctime_ns;
     return before_ns - newest >= apparent_granularity_ns();
   }

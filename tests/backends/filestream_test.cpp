@@ -291,6 +291,32 @@ TEST_F(FileStream, HitRefreshesMtimeOnlyAfterTheTouchInterval) {
   EXPECT_EQ(st.st_mtime, refreshed);
 }
 
+// An entry dated in the future (a clock that went back, a restored backup, `touch -d`) is
+// re-stamped by its next hit, as a SQLite cache records a use dated in the future again: it was
+// never refreshed, the newest entry for ever. Past the year 2262 its mtime in nanoseconds also
+// overflowed int64 (UBSan).
+TEST(FileStreamDates, AnEntryDatedInTheFutureIsRestampedByItsNextHit) {
+  for (const int64_t ahead : {int64_t(86400) * 365, int64_t(13569465600) /* 2400 */}) {
+    SCOPED_TRACE(ahead);
+    TempDir d;
+    const std::string dir = d / "fs";
+    Handle c("filestream:" + dir + "?touch_interval_ms=3600000");
+    ASSERT_EQ(c.put("k", "v"), PCACHE_OK);
+    const std::string entry = only_entry(dir);
+    const time_t when = ahead > 13000000000 ? time_t(ahead) : std::time(nullptr) + time_t(ahead);
+    const struct timespec t[2] = {{when, 0}, {when, 0}};
+    ASSERT_EQ(::utimensat(AT_FDCWD, entry.c_str(), t, 0), 0);
+    struct stat st;
+    ASSERT_EQ(::stat(entry.c_str(), &st), 0);
+    if (st.st_mtime != when) GTEST_SKIP() << "this filesystem does not keep that date";
+    std::string v;
+    ASSERT_EQ(c.get("k", &v), PCACHE_OK);
+    EXPECT_EQ(v, "v");
+    ASSERT_EQ(::stat(entry.c_str(), &st), 0);
+    EXPECT_LE(st.st_mtime, std::time(nullptr) + 1);
+  }
+}
+
 TEST_F(FileStream, ReadOnlyDirectoryServesHitsAndRefusesWrites) {
   ::chmod(d_.path().c_str(), 01777);  // like /tmp: the other user may create, not replace
   const int rc = run_unprivileged([&] {

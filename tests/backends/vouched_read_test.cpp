@@ -488,3 +488,28 @@ TEST(VouchedRead, NoConnectionVouchesForAnothersRead) {
   EXPECT_GT(hits.load(), 100);
   EXPECT_GT(vouched.load(), 0) << "no hit was vouched for: the test checks nothing";
 }
+
+// A file dated past int64 nanoseconds (year 2400; ext4 keeps dates to 2446): its identity is
+// still its own, and it is never taken as settled or as changed long ago, so what it holds is
+// read each time. Its mtime in nanoseconds overflowed int64 (UBSan), and the wrapped value, far
+// in the past, made it settled and not racy.
+TEST(StatIdentityDates, AFileDatedPastInt64NanosecondsIsNeverSettled) {
+  struct stat st {};
+  st.st_dev = 1;
+  st.st_ino = 2;
+  st.st_size = 3;
+  st.st_mtim = {time_t(13569465600), 0};  // 2400-01-01
+  st.st_ctim = {time_t(2000), 0};         // changed long ago
+  const StatIdentity far = StatIdentity::of(st);
+  EXPECT_TRUE(far.is_racy());
+  timespec now{};
+  ::clock_gettime(CLOCK_REALTIME_COARSE, &now);
+  EXPECT_FALSE(far.settled_before(now));
+  st.st_mtim.tv_nsec = 1;
+  EXPECT_FALSE(StatIdentity::of(st) == far);  // a nanosecond later is another identity
+  st.st_mtim = {time_t(2000), 5};             // an ordinary date: exact, and settled
+  const StatIdentity near = StatIdentity::of(st);
+  EXPECT_EQ(near.mtime_ns, int64_t(2000) * kSecond + 5);
+  EXPECT_FALSE(near.is_racy());
+  EXPECT_TRUE(near.settled_before(now));
+}
