@@ -22,7 +22,7 @@
 #include "cuda/elf_imports.hpp"
 #include "util/fork_guard.hpp"
 #include "util/paths.hpp"
-#include "util/timespec_ns.hpp"
+#include "util/stat_identity.hpp"
 
 // The 64-bit and extended stat structures the recorders pass through without reading.
 extern "C" {
@@ -155,19 +155,16 @@ void record_open(const char *path, bool for_writing, int fd, int err) {
   struct stat st;
   if (fd >= 0 && !for_writing && ::fstat(fd, &st) == 0) {
     e.mode = file_type(st.st_mode);
-    e.dev = uint64_t(st.st_dev);
-    e.ino = uint64_t(st.st_ino);
-    e.size = uint64_t(st.st_size);
-    e.mtime_ns = identity_ns(st.st_mtim);
-    e.ctime_ns = identity_ns(st.st_ctim);
-    // Changed within the timestamps' granularity: what NVRTC reads is kept now, since the stat
-    // cannot vouch for it later (pread: NVRTC's file position is left alone).
-    struct timespec now;
-    ::clock_gettime(CLOCK_REALTIME, &now);
-    // A far date (util/timespec_ns.hpp) cannot be compared with now: kept, as if just changed.
-    const bool far = !within_held_range(st.st_mtim) || !within_held_range(st.st_ctim);
-    const int64_t newest = std::max(e.mtime_ns, e.ctime_ns);
-    if ((far || held_ns(now) - newest < 2000000000) && S_ISREG(st.st_mode)) {
+    const StatIdentity id = StatIdentity::of(st);
+    e.dev = id.dev;
+    e.ino = id.ino;
+    e.size = id.size;
+    e.mtime_ns = id.mtime_ns;
+    e.ctime_ns = id.ctime_ns;
+    // Changed within the timestamps' granularity (or dated where times do not compare): what
+    // NVRTC reads is kept now, since the stat cannot vouch for it later (pread: NVRTC's file
+    // position is left alone).
+    if (id.is_racy() && S_ISREG(st.st_mode)) {
       if (e.size > kMaxKeptContent) {
         record_incomplete(std::string("header '") + path + "' changed just now and is too large");
         return;

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstring>
 #include <thread>
 
@@ -33,6 +34,32 @@ TEST_F(Differential, HeaderBesideABareNameFollowsEdits) {
   EXPECT_FALSE(same_as_uncached(s, "edited, same size and mtime").from_cache);
   write_file("h.h", "#define VAL 4\n");  // just now: read, never trusted by its stat
   EXPECT_FALSE(same_as_uncached(s, "edited just now").from_cache);
+}
+
+// A header dated past int64 nanoseconds (2400; ext4 keeps 2446) is never vouched for by its
+// stat (util/timespec_ns.hpp): read each time, it still hits while unchanged, and an edit that
+// keeps its size and its date compiles as an uncached compile does, its ctime long settled.
+TEST_F(Differential, AHeaderDatedPastTheYear2262FollowsEdits) {
+  InDir in(work);
+  Source s;
+  s.text = kUsesVal;
+  const auto date_2400 = [] {
+    const struct timespec t[2] = {{time_t(13569465600), 0}, {time_t(13569465600), 0}};
+    return ::utimensat(AT_FDCWD, "h.h", t, 0) == 0;
+  };
+  write_file("h.h", "#define VAL 1\n");
+  ASSERT_TRUE(date_2400());
+  struct stat st;
+  ASSERT_EQ(::stat("h.h", &st), 0);
+  if (st.st_mtime != time_t(13569465600)) GTEST_SKIP() << "this filesystem does not keep 2400";
+  EXPECT_FALSE(same_as_uncached(s, "first").from_cache);
+  std::this_thread::sleep_for(std::chrono::milliseconds(2100));  // the ctime settles
+  EXPECT_TRUE(same_as_uncached(s, "unchanged, read again").from_cache);
+  write_file("h.h", "#define VAL 2\n");
+  ASSERT_TRUE(date_2400());
+  std::this_thread::sleep_for(std::chrono::milliseconds(2100));
+  EXPECT_FALSE(same_as_uncached(s, "edited, same size and date").from_cache);
+  EXPECT_TRUE(same_as_uncached(s, "edited, again").from_cache);
 }
 
 TEST_F(Differential, NullNameReadsTheWorkingDirectory) {
