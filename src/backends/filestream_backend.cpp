@@ -283,8 +283,10 @@ void FileStreamBackend::reap_stale_temp_files() {
     // stale_tmp_seconds, a file goes regardless (file systems where flock does not reach).
     const int64_t age = now - mtime_ns(st);
     bool stale = age > stale_tmp_seconds_ * 1000000000;
-    // Dated in the future (the clock went back): no writer's first instant either.
-    if (!stale && (age < 0 || age > kTempGraceSeconds * 1000000000)) {
+    // Dated further in the future than the grace (the clock went back) is no writer's first
+    // instant either; a file made after `now` was read is a little in the future, and may be.
+    const int64_t grace = kTempGraceSeconds * 1000000000;
+    if (!stale && (age < -grace || age > grace)) {
       Fd probe(
           ::openat(tmp_fd_.get(), name.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK));
       stale = probe && ::flock(probe.get(), LOCK_EX | LOCK_NB) == 0;
@@ -444,10 +446,12 @@ SharedBlob FileStreamBackend::get(ByteView key, Access access) {
   // Refresh recency, at most once per touch_interval_ms per entry: a hit stays a read. Timed by
   // the coarse clock already read (behind the fine one by at most a tick: a touch may come that
   // much later, never sooner); an interval of 0 touches at every hit.
-  // A use dated in the future (the clock went back) is stamped again: left alone, the entry
-  // would stay the newest until the clock caught up.
+  // A use dated more than a second in the future (the clock went back) is stamped again: left
+  // alone, the entry would stay the newest until the clock caught up. Less is the coarse
+  // clock's lag behind the stamp of an entry just written or touched.
   const int64_t age = held_ns(coarse_before) - mtime_ns(st);
-  if (access == Access::use && (touch_interval_ns_ == 0 || age < 0 || age >= touch_interval_ns_))
+  if (access == Access::use &&
+      (touch_interval_ns_ == 0 || age < -1000000000 || age >= touch_interval_ns_))
     stamp_now(fd.get());
   return blob;
 }
