@@ -113,11 +113,19 @@ Interpretation key_as_observed(MemoStore *memos, const ProgramDesc &program,
   return seen;
 }
 
-// Stores r under the key of what the compile was seen to depend on; returns why it was not
-// stored ("" when it was).
+// Files identity, which this process hashed, as the memo a process without libcrypto finds it by
+// (a signed cache's processes load libcrypto for its MACs: no memo would spare them a load).
+void leave_identity_memo(Cache *cache, const ProgramDesc &program, const KeyContext &context,
+                         const Key &identity) {
+  if (!cache->mac()) remember_identity(cache, program, context, identity);
+}
+
+// Stores r under the key of what the compile was seen to depend on, with the observation filed
+// under identity (identity_hashed: by this process, which then leaves its memo); returns why it
+// was not stored ("" when it was).
 std::string store(Cache *cache, const ProgramDesc &program, const NvrtcObservation &recording,
-                  const NvrtcOutput &out, const Key &identity, KeyContext *context,
-                  CompileResult *r) {
+                  const NvrtcOutput &out, const Key &identity, bool identity_hashed,
+                  KeyContext *context, CompileResult *r) {
   const Interpretation seen = key_as_observed(cache, program, recording, out, context, r);
   if (!seen.observation) return seen.not_stored;
   r->meta.identity.assign(reinterpret_cast<const char *>(identity.data()), identity.size());
@@ -127,7 +135,8 @@ std::string store(Cache *cache, const ProgramDesc &program, const NvrtcObservati
     // The compile is done: a cache that cannot store it must not fail the caller.
     return std::string("could not store the result: ") + e.what();
   }
-  add_observation(cache, identity, *seen.observation);
+  add_observation(cache, identity, *seen.observation, r->key);
+  if (identity_hashed) leave_identity_memo(cache, program, *context, identity);
   return "";
 }
 
@@ -207,19 +216,21 @@ std::shared_ptr<CompileResult> compile_and_store(Cache *cache, const ProgramDesc
   KeyContext context = prepared.context;
   context.fields.clear();
   Key identity = prepared.identity;
+  bool identity_hashed = prepared.identity_from != FoundIdentity::From::memo;
   // The key names the NVRTC images that compiled, which this process has now loaded: a library
   // replaced on disk since the key was derived must not lend its identity to this result.
   const NvrtcIdentity loaded = current_nvrtc_identity(loc, cache);
   if (loaded.key_text() != context.nvrtc_build) {
     context.nvrtc_build = loaded.key_text();
     identity = identity_key(program, context);
+    identity_hashed = true;
   }
   auto r = make_result(program, out, nvrtc.version(), context);
   // Nothing is stored: the result still carries the key a cache would have stored it under.
   if ((!keep || !cache) && prepared.uncacheable.empty())
     (void)key_as_observed(nullptr, program, recording, out, &context, r.get());
   auto store_fn = [&](CompileResult &result) {
-    return store(cache, program, recording, out, identity, &context, &result);
+    return store(cache, program, recording, out, identity, identity_hashed, &context, &result);
   };
   return keep_result(cache, prepared, keep, out.ok, store_fn, std::move(r));
 }
@@ -285,7 +296,9 @@ PreparedCompile prepare_compile(Cache *cache, const ProgramDesc &program, bool f
   prepared.context.nvrtc_build = current_nvrtc_identity(locate_nvrtc(cache), cache).key_text();
   prepared.context.name_in_identity = false;
   prepared.context.environment = nvrtc_environment_fields();
-  prepared.identity = identity_key(program, prepared.context);
+  const FoundIdentity found = find_identity(cache, program, prepared.context);
+  prepared.identity = found.identity;
+  prepared.identity_from = found.from;
   prepared.setting = current_setting(program);
   prepared.manifest = load_manifest(cache, prepared.identity, fresh);
   const std::vector<Observation> &observations = prepared.manifest->observations;
@@ -293,8 +306,9 @@ PreparedCompile prepare_compile(Cache *cache, const ProgramDesc &program, bool f
     std::string why;
     if (holds(observations[i], prepared.setting, cache,
               prepared.why_not.empty() ? &why : nullptr)) {
-      // Its fields and their hashing were most of a warm hit's work: once per observation.
-      prepared.key = prepared.manifest->derived_keys.find(i);
+      // Filed with its key, or derived once per process: its fields and their hashing were most
+      // of a warm hit's work.
+      prepared.key = prepared.manifest->key_of(i);
       if (!prepared.key) {
         KeyContext context = prepared.context;
         context.fields = observation_fields(observations[i], false);
@@ -353,7 +367,11 @@ std::shared_ptr<CompileResult> compile_through_cache(Cache *cache, ProgramDesc p
   if (!cache || !prepared.uncacheable.empty())
     return finish(compile_and_store(cache, program, prepared, cache != nullptr, options));
   if (prepared.key)
-    if (auto r = lookup_and_credit(cache, *prepared.key)) return finish(std::move(r));
+    if (auto r = lookup_and_credit(cache, *prepared.key)) {
+      if (prepared.identity_from == FoundIdentity::From::memo_missing)
+        leave_identity_memo(cache, program, prepared.context, prepared.identity);
+      return finish(std::move(r));
+    }
   // Missed. Each call counts once: a hit if another's compile answers it (counted where that
   // happens), else a miss when it ends, having compiled (or failed) itself.
   auto finish_after_miss = [&](std::shared_ptr<CompileResult> r) {

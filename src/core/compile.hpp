@@ -9,6 +9,7 @@
 
 #include "core/cache.hpp"
 #include "core/compiled_meta.hpp"
+#include "core/identity_memo.hpp"
 #include "core/key.hpp"
 #include "core/observation.hpp"
 #include "cuda/nvrtc.hpp"
@@ -43,6 +44,7 @@ struct CompileOptions {
 // holds, if one does.
 struct PreparedCompile {
   Key identity{};
+  FoundIdentity::From identity_from = FoundIdentity::From::digest;  // hashed, or from its memo
   // The program's key context (NVRTC build, environment). For C++ it holds no observation's
   // fields: observation_fields(*observation) gives the holding one's.
   KeyContext context;

@@ -370,6 +370,12 @@ void encode_field(Sink &sink, uint8_t tag, ByteView v) {
   sink.raw(v.data, v.size);
 }
 
+// A sink for encode_field that appends to a string.
+struct AppendTo {
+  std::string &out;
+  void raw(const void *d, size_t n) { out.append(static_cast<const char *>(d), n); }
+};
+
 class Hasher {
  public:
   Hasher() : Hasher(thread_digest_pool()) {}
@@ -633,7 +639,7 @@ class RecentProgramPrefixes {
     h.raw(fields.data(), fields.size());
     const ContentDigest of_fields = h.finish();
     std::string prefix;
-    Append to{prefix};
+    AppendTo to{prefix};
     encode_field(to, kTagSchema, algo().program_schema);
     encode_field(to, kTagFieldsDigest, ByteView(of_fields.data(), of_fields.size()));
     // Kept up to a size (in-memory headers or link inputs can be large); beyond it, only until
@@ -648,10 +654,6 @@ class RecentProgramPrefixes {
   }
 
  private:
-  struct Append {
-    std::string &out;
-    void raw(const void *d, size_t n) { out.append(static_cast<const char *>(d), n); }
-  };
   static constexpr size_t kSlots = 4, kMaxKept = 16 * 1024;
   struct Slot {
     std::string fields, prefix;
@@ -825,6 +827,30 @@ Key identity_key(const ProgramDesc &p, const KeyContext &context) {
 
 Key derive_key(const ProgramDesc &p, const KeyContext *context) {
   return hash_walk(p, context, true, algo().schema);
+}
+
+std::string identity_encoding(const ProgramDesc &p, const KeyContext &context) {
+  std::string out;
+  out.reserve(p.source.size + 1024);
+  AppendTo to{out};
+  walk(p, &context, false, SourceAs::last,
+       [&](uint8_t tag, ByteView value, auto &&) { encode_field(to, tag, value); });
+  out.append(p.source.str());
+  return out;
+}
+
+std::string_view identity_schema() {
+  return algo().identity_schema;
+}
+
+bool is_identity_schema(std::string_view s) {
+  return s == kIdentityBlake2 || s == kIdentitySha256;
+}
+
+bool key_hash_at_hand() {
+  if (test_hooks::force_sha256() || test_hooks::fetch_digests()) return true;
+  if (const char *conf = std::getenv("OPENSSL_CONF"); conf && *conf) return true;
+  return libcrypto_in_process();
 }
 
 std::string_view program_prefix(const ProgramDesc &p) {

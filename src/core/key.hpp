@@ -100,6 +100,23 @@ struct KeyContext {
 // observations are filed under (core/observation.hpp). Never equal to an entry's key.
 [[nodiscard]] Key identity_key(const ProgramDesc &program, const KeyContext &context);
 
+// Every field identity_key hashes, tag-and-length encoded in the order it hashes them, with the
+// source's own bytes last in place of its digest: programs whose encodings are equal have one
+// identity in every process, so the encoding can stand for the identity where no digest is at
+// hand (core/identity_memo.hpp). Needs no libcrypto for C++ programs (the only ones it is used
+// for). Throws as identity_key does.
+[[nodiscard]] std::string identity_encoding(const ProgramDesc &program, const KeyContext &context);
+// The schema tag identities are hashed under in this process (loads libcrypto), and whether s is
+// one that some process hashes them under (BLAKE2b's, or SHA-256's under a FIPS provider).
+[[nodiscard]] std::string_view identity_schema();
+[[nodiscard]] bool is_identity_schema(std::string_view s);
+
+// Whether this process has its key hash at hand, so that a digest costs only its hashing:
+// libcrypto is mapped already (progcache or the host loaded it), or $OPENSSL_CONF names a
+// configuration (whose verdicts on every digest OpenSSL is then left to give), or a test hook
+// chooses the digest. False in a fresh process, whose first digest loads libcrypto.
+[[nodiscard]] bool key_hash_at_hand();
+
 // Derives the key; context (may be null, for a key of the program alone) adds the NVRTC build,
 // the environment and the fields. Throws Error(invalid_arg) for refused inputs.
 [[nodiscard]] Key derive_key(const ProgramDesc &program, const KeyContext *context = nullptr);

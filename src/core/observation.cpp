@@ -674,7 +674,9 @@ std::vector<std::pair<std::string, bool>> observed_paths(const Observation &o,
 
 namespace {
 
-constexpr std::string_view kManifestMagic = "PCO2";
+// PCO3: each observation followed by its entry's key, where known (a flag, then 32 bytes). PCO2
+// manifests, which hold no keys, are still read: their keys are derived again.
+constexpr std::string_view kManifestMagic = "PCO3", kKeylessManifestMagic = "PCO2";
 constexpr size_t kMaxQueries = 200000;
 
 // Each query: its kind, its path as the length it shares with the previous query's path and the
@@ -803,6 +805,11 @@ DerivedKeys &DerivedKeys::operator=(const DerivedKeys &other) {
   return *this;
 }
 
+std::optional<Key> Manifest::key_of(size_t index) const {
+  if (index < keys.size() && keys[index]) return keys[index];
+  return derived_keys.find(index);
+}
+
 std::optional<Key> DerivedKeys::find(size_t index) const {
   std::lock_guard lock(g_derived_keys_mutex);
   return index < keys_.size() ? keys_[index] : std::nullopt;
@@ -823,13 +830,20 @@ std::string encode_manifest(const Manifest &m) {
   ByteWriter w;
   w.bytes(kManifestMagic);
   w.varint(m.observations.size());
-  for (const Observation &o : m.observations) write_observation(w, o, true);
+  for (size_t i = 0; i < m.observations.size(); ++i) {
+    write_observation(w, m.observations[i], true);
+    const std::optional<Key> key = m.key_of(i);
+    w.u8(key.has_value());
+    if (key) w.bytes(std::string_view(reinterpret_cast<const char *>(key->data()), key->size()));
+  }
   return w.take();
 }
 
 std::optional<Manifest> decode_manifest(std::string_view text) {
   ByteReader r(text);
-  if (r.bytes(kManifestMagic.size()) != kManifestMagic) return std::nullopt;
+  const std::string_view magic = r.bytes(kManifestMagic.size());
+  const bool with_keys = magic == kManifestMagic;
+  if (!with_keys && magic != kKeylessManifestMagic) return std::nullopt;
   const uint64_t n = r.varint();
   if (r.failed() || n > kMaxObservations) return std::nullopt;
   Manifest m;
@@ -837,6 +851,14 @@ std::optional<Manifest> decode_manifest(std::string_view text) {
     auto o = read_observation(r, true);
     if (!o) return std::nullopt;
     m.observations.push_back(std::move(*o));
+    std::optional<Key> &key = m.keys.emplace_back();
+    const uint8_t has_key = with_keys ? r.u8() : 0;
+    if (has_key > 1) return std::nullopt;
+    if (has_key) {
+      const std::string_view bytes = r.bytes(kKeySize);
+      if (r.failed()) return std::nullopt;
+      std::memcpy(key.emplace().data(), bytes.data(), kKeySize);
+    }
   }
   if (!r.done()) return std::nullopt;
   return m;
@@ -845,13 +867,18 @@ std::optional<Manifest> decode_manifest(std::string_view text) {
 namespace {
 
 void store_first(MemoStore *memos, const std::string &name, const Observation &observation,
-                 const Manifest &current) {
+                 const Key &key, const Manifest &current) {
   auto updated = std::make_shared<Manifest>();
   updated->observations.push_back(observation);
+  updated->keys.emplace_back(key);
   const std::string mine = canonical_text(observation);
-  for (const Observation &o : current.observations)
-    if (updated->observations.size() < kMaxObservations && canonical_text(o) != mine)
+  for (size_t i = 0; i < current.observations.size(); ++i) {
+    const Observation &o = current.observations[i];
+    if (updated->observations.size() < kMaxObservations && canonical_text(o) != mine) {
       updated->observations.push_back(o);
+      updated->keys.push_back(current.key_of(i));
+    }
+  }
   if (memos) memos->save_memo(name, encode_manifest(*updated));
   remember(name, std::move(updated));
 }
@@ -877,9 +904,10 @@ std::shared_ptr<const Manifest> load_manifest(MemoStore *memos, const Key &ident
   return m;
 }
 
-void add_observation(MemoStore *memos, const Key &identity, const Observation &observation) {
+void add_observation(MemoStore *memos, const Key &identity, const Observation &observation,
+                     const Key &key) {
   const std::string name = manifest_name(identity);
-  store_first(memos, name, observation, *load_named(memos, name));
+  store_first(memos, name, observation, key, *load_named(memos, name));
 }
 
 bool merge_manifest(MemoStore *memos, std::string_view name, std::string_view text) {
@@ -890,15 +918,16 @@ bool merge_manifest(MemoStore *memos, std::string_view name, std::string_view te
   const auto incoming = decode_manifest(text);
   if (!incoming) return false;
   const std::string n(name);
-  for (auto it = incoming->observations.rbegin(); it != incoming->observations.rend(); ++it) {
+  for (size_t i = incoming->observations.size(); i-- > 0;) {
     // Ours stay first: an imported observation is filed behind the ones this cache made.
     Manifest merged = *load_named(memos, n);
-    const std::string theirs = canonical_text(*it);
+    const std::string theirs = canonical_text(incoming->observations[i]);
     if (std::any_of(merged.observations.begin(), merged.observations.end(),
                     [&](const Observation &o) { return canonical_text(o) == theirs; }))
       continue;
     if (merged.observations.size() >= kMaxObservations) break;
-    merged.observations.push_back(*it);
+    merged.observations.push_back(incoming->observations[i]);
+    merged.keys.push_back(incoming->keys[i]);
     if (memos) memos->save_memo(n, encode_manifest(merged));
     remember(n, std::make_shared<const Manifest>(std::move(merged)));
   }

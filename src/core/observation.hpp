@@ -93,10 +93,11 @@ std::vector<std::pair<std::string, bool>> observed_paths(const Observation &obse
                                                          const CompileSetting &setting);
 
 // The entry keys derived from a manifest's observations (derive_key of a program with the
-// observation's fields), by index, as the first hit of each derived them. A manifest is filed
-// under its programs' identity, of which every other part of such a key is a function
-// (identity_key walks the same fields but these), so one key per observation serves every
-// program that finds the manifest. A copy starts empty: it may be changed. Thread-safe.
+// observation's fields), by index, as the first hit of each derived them, for observations
+// filed without their key (Manifest::keys). A manifest is filed under its programs' identity, of
+// which every other part of such a key is a function (identity_key walks the same fields but
+// these), so one key per observation serves every program that finds the manifest. A copy
+// starts empty: it may be changed. Thread-safe.
 class DerivedKeys {
  public:
   DerivedKeys() = default;
@@ -109,10 +110,17 @@ class DerivedKeys {
   mutable std::vector<std::optional<Key>> keys_;  // guarded by a process-wide lock
 };
 
-// The observations filed under one identity, newest first.
+// The observations filed under one identity, newest first, each with the key of the entry its
+// compile was stored under, where the manifest holds it: a fresh process's hit then derives no
+// key, and needs no digest at all when its identity came from a memo (core/identity_memo.hpp).
+// keys has observations' size (unset for an observation filed without it: an older manifest).
 struct Manifest {
   std::vector<Observation> observations;
+  std::vector<std::optional<Key>> keys;
   DerivedKeys derived_keys;
+
+  // observations[index]'s key, stored or derived by this process, if known.
+  std::optional<Key> key_of(size_t index) const;
 };
 inline constexpr size_t kMaxObservations = 16;
 
@@ -127,8 +135,10 @@ std::string manifest_name(const Key &identity);
 // first. False, storing nothing, when name is not a manifest's or text does not decode.
 bool merge_manifest(MemoStore *memos, std::string_view name, std::string_view text);
 
-// Files observation first in identity's manifest (dropping an equal one and the oldest past
-// kMaxObservations). Best effort, as memos are.
-void add_observation(MemoStore *memos, const Key &identity, const Observation &observation);
+// Files observation first in identity's manifest, with key, the key its compile's entry was
+// stored under (dropping an equal one and the oldest past kMaxObservations). Best effort, as
+// memos are.
+void add_observation(MemoStore *memos, const Key &identity, const Observation &observation,
+                     const Key &key);
 
 }  // namespace progcache

@@ -1,5 +1,8 @@
 #include "util/openssl_init.hpp"
 
+#include <dlfcn.h>
+
+#include <atomic>
 #include <cstdlib>
 #include <optional>
 #include <system_error>
@@ -13,6 +16,18 @@ namespace progcache {
 
 PCACHE_SYSTEM_LIBRARY_GETTER(LibCrypto, libcrypto, PCACHE_LIBCRYPTO_SONAME, Binding::own_first,
                              PCACHE_LIBCRYPTO_FUNCTIONS)
+
+bool libcrypto_in_process() {
+  // Once yes, always: progcache never closes its own handle, and where a host closed the copy it
+  // had loaded, the next digest loads libcrypto again, as a fresh process's does.
+  static constinit std::atomic<bool> mapped{false};
+  if (mapped.load(std::memory_order_relaxed)) return true;
+  void *handle = ::dlopen(PCACHE_LIBCRYPTO_SONAME, RTLD_LAZY | RTLD_NOLOAD);
+  if (!handle) return false;
+  ::dlclose(handle);
+  mapped.store(true, std::memory_order_relaxed);
+  return true;
+}
 
 namespace {
 

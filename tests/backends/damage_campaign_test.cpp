@@ -468,6 +468,14 @@ void store_memos(const MemoTrial &t) {
   pcache_close(c);
 }
 
+// The campaign's program, its headers in work.
+difftest::Source memo_trial_source(const std::string &work) {
+  difftest::Source s;
+  s.text = "#include \"a.h\"\nextern \"C\" __global__ void k(int *x) { *x = A; }\n";
+  s.options = {"-arch=sm_90", "-I" + work};
+  return s;
+}
+
 // The child's checks; 0 when all hold. fallback: the cap a cache whose stored cap cannot be
 // verified applies (the configuration's, else the default).
 int check_damaged_memos(const MemoTrial &t, bool cap_gone) {
@@ -488,8 +496,10 @@ int check_damaged_memos(const MemoTrial &t, bool cap_gone) {
                  (unsigned long long)cap, info.max_size_source);
     return 3;
   }
-  const difftest::Outcome fresh = difftest::compile(nullptr, t.source);
+  // Through the cache first: in this fresh process nothing has loaded libcrypto yet, so an
+  // unsigned cache's hit finds its identity by the damaged memos too (core/identity_memo.hpp).
   const difftest::Outcome cached = difftest::compile(c, t.source);
+  const difftest::Outcome fresh = difftest::compile(nullptr, t.source);
   const difftest::Outcome again = difftest::compile(c, t.source);
   pcache_close(c);
   if (fresh.status != PCACHE_OK) {
@@ -670,8 +680,7 @@ void run_memo_campaign(const std::string &scheme, const std::string &file, MemoD
     ASSERT_EQ(::mkdir(t.work.c_str(), 0700), 0);
     difftest::write_aged(t.work + "/a.h", "#include \"b.h\"\n#define A (B + 1)\n");
     difftest::write_aged(t.work + "/b.h", "#define B 41\n");
-    t.source.text = "#include \"a.h\"\nextern \"C\" __global__ void k(int *x) { *x = A; }\n";
-    t.source.options = {"-arch=sm_90", "-I" + t.work};
+    t.source = memo_trial_source(t.work);
     store_memos(t);
     const std::string cap =
         scheme == "sqlite" ? "config/max_size" : memo_file(d / file, "config/max_size");
@@ -684,7 +693,11 @@ void run_memo_campaign(const std::string &scheme, const std::string &file, MemoD
       difftest::write_aged(t.work + "/b.h", "#define B 6\n", 30);
       what += "; b.h changed";
     }
-    const int rc = wait_for(spawn([&] { return check_damaged_memos(t, cap_gone); }));
+    // In a fresh process (a fork would inherit this one's libcrypto).
+    const int rc = run_test_in_fresh_process("DamageCampaign.DISABLED_MemoCheckChild",
+                                             {{"PCACHE_TEST_MEMO_URI", t.uri},
+                                              {"PCACHE_TEST_MEMO_WORK", t.work},
+                                              {"PCACHE_TEST_MEMO_CAP_GONE", cap_gone ? "1" : "0"}});
     EXPECT_EQ(rc, 0) << scheme << " memos, seed " << seed << (signed_cache ? ", signed" : "")
                      << " (" << what << "): check " << rc << " failed";
   }
@@ -698,6 +711,20 @@ TEST(DamageCampaign, SqliteMemos) {
 
 TEST(DamageCampaign, FileStreamMemos) {
   run_memo_campaign("filestream", "fs", &damage_filestream_memos);
+}
+
+// check_damaged_memos in a fresh process; exits with its result.
+TEST(DamageCampaign, DISABLED_MemoCheckChild) {
+  const char *uri = std::getenv("PCACHE_TEST_MEMO_URI");
+  if (!uri) GTEST_SKIP() << "helper of the memo campaigns";
+  MemoTrial t;
+  t.uri = uri;
+  t.work = std::getenv("PCACHE_TEST_MEMO_WORK");
+  t.source = memo_trial_source(t.work);
+  const int rc =
+      check_damaged_memos(t, std::string(std::getenv("PCACHE_TEST_MEMO_CAP_GONE")) == "1");
+  std::fflush(nullptr);
+  ::_exit(rc);
 }
 
 TEST(DamageCampaign, Sqlite) {
