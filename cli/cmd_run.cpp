@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "commands.hpp"
+#include "run_gate.hpp"
 
 namespace progcache::cli {
 namespace {
@@ -207,6 +208,21 @@ int end_as(int status) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
 }
 
+// The cache the command's compiles go through, opened once and kept while the command runs: its
+// shared counters before and after say what the command's compiles did (reading them twice
+// through one handle spares two opens). Null, with the library's message in *why, when unusable.
+pcache *open_cache(const std::string &uri, std::string *why) {
+  pcache *cache = nullptr;
+  if (pcache_open(uri.empty() ? nullptr : uri.c_str(), nullptr, &cache) == PCACHE_OK) return cache;
+  *why = library_message();
+  return nullptr;
+}
+
+Failure unusable_cache(const std::string &why, const char *command_was) {
+  return Failure(PCACHE_ERR_INVALID_ARG,
+                 "run: no usable cache (" + why + "); the command was " + command_was);
+}
+
 }  // namespace
 
 int cmd_run(Invocation &in) {
@@ -215,16 +231,17 @@ int cmd_run(Invocation &in) {
   prepend_env("LD_LIBRARY_PATH", dir, ':');
   // The helper that sends a dlopen of libnvrtc by full path to the drop-in (and notes what it
   // could not send), in every process the command starts.
-  if (const std::string helper = dir + "/libprogcache-run.so"; ::access(helper.c_str(), R_OK) == 0)
-    prepend_env("LD_PRELOAD", helper, ' ');
+  const std::string helper = dir + "/libprogcache-run.so";
+  const bool helper_preloaded = ::access(helper.c_str(), R_OK) == 0;
+  if (helper_preloaded) prepend_env("LD_PRELOAD", helper, ' ');
   ::setenv("PCACHE_RUN_DROPIN_DIR", dir.c_str(), 1);
   if (in.has("preload"))
     // One major of each: two majors of one library in the global scope would answer each
     // other's calls (a program of 13 bound to the 12 drop-in, which finds no NVRTC 12).
     for (const std::string &lib : dropins_in(dir, true)) prepend_env("LD_PRELOAD", lib, ' ');
-  // The cache the command's compiles go through must be usable now: a typo would otherwise run
-  // the whole command uncached without a word. Its paths are made absolute first: the command
-  // may change directory before it compiles.
+  // The cache the command's compiles go through must be usable: a typo would otherwise run the
+  // whole command uncached without a word. Its paths are made absolute first: the command may
+  // change directory before it compiles.
   std::string uri = in.uri;
   if (!uri.empty()) {
     size_t size = 0;
@@ -232,37 +249,56 @@ int cmd_run(Invocation &in) {
     std::string absolute(size, '\0');
     check(pcache_admin_absolute_uri(uri.c_str(), absolute.data(), &size));
     uri = absolute.c_str();
+    ::setenv("PCACHE_URI", uri.c_str(), 1);
   }
-  // Opened once, and kept while the command runs: its shared counters before and after say what
-  // the command's compiles did (reading them twice through one handle spares two opens).
-  pcache *cache = nullptr;
-  if (pcache_open(uri.empty() ? nullptr : uri.c_str(), nullptr, &cache) != PCACHE_OK)
-    throw Failure(PCACHE_ERR_INVALID_ARG,
-                  "run: no usable cache (" + library_message() + "); the command was not run");
-  std::unique_ptr<pcache, decltype(&pcache_close)> open_cache(cache, &pcache_close);
-  if (!uri.empty()) ::setenv("PCACHE_URI", uri.c_str(), 1);
+  std::vector<char *> argv;
+  for (std::string &a : in.passthrough) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  // A command that runs the helper before its main waits there while the cache is checked (the
+  // check and its start overlap: cli/run_gate.hpp); any other starts once the check has passed.
+  Gate gate;
+  const bool gated = helper_preloaded && command_runs_helper_first(argv[0]) && gate.open();
+  std::string why;
+  pcache *cache = gated ? nullptr : open_cache(uri, &why);
+  if (!gated && !cache) throw unusable_cache(why, "not run");
+  std::unique_ptr<pcache, decltype(&pcache_close)> opened(cache, &pcache_close);
   char report_file[] = "/tmp/progcache-run-XXXXXX";
   const int report_fd = ::mkstemp(report_file);
   if (report_fd >= 0) {
     ::close(report_fd);
     ::setenv("PCACHE_RUN_REPORT", report_file, 1);
   }
-  const auto before = lookups(cache);
-  std::vector<char *> argv;
-  for (std::string &a : in.passthrough) argv.push_back(a.data());
-  argv.push_back(nullptr);
+  std::optional<Lookups> before;
+  if (cache) before = lookups(cache);
   // Held until the handler knows the command's pid (one arriving before is passed on after), and
   // let through only while waiting.
   const sigset_t passed_on = passed_on_set();
   sigset_t before_start;
   ::sigprocmask(SIG_BLOCK, &passed_on, &before_start);
   const pid_t child = start_command(argv, before_start);
+  const int start_error = errno;
+  if (gated) gate.started();
   if (child < 0) {
-    const int error = errno;
     ::sigprocmask(SIG_SETMASK, &before_start, nullptr);
-    std::fprintf(stderr, "progcache: run: cannot run %s: %s\n", argv[0], std::strerror(error));
+    std::fprintf(stderr, "progcache: run: cannot run %s: %s\n", argv[0],
+                 std::strerror(start_error));
     if (report_fd >= 0) ::unlink(report_file);
-    return error == ENOENT ? 127 : 126;  // as a shell reports it
+    return start_error == ENOENT ? 127 : 126;  // as a shell reports it
+  }
+  if (gated) {
+    if (!(cache = open_cache(uri, &why))) {
+      const bool held = gate.stop(child);
+      int status = 0;
+      while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
+      }
+      ::sigprocmask(SIG_SETMASK, &before_start, nullptr);
+      if (report_fd >= 0) ::unlink(report_file);
+      throw unusable_cache(
+          why, held ? "not run" : "stopped (the helper did not hold it: it may have started)");
+    }
+    opened.reset(cache);
+    before = lookups(cache);
+    gate.let_through();
   }
   // The terminal's Ctrl-C reaches the command; this process waits for it and then reports.
   ::signal(SIGINT, SIG_IGN);
@@ -288,7 +324,7 @@ int cmd_run(Invocation &in) {
     say_what_happened(report_file, before, lookups(cache), ran);
     ::unlink(report_file);
   }
-  open_cache.reset();  // closed before this process may end by the command's signal
+  opened.reset();  // closed before this process may end by the command's signal
   return end_as(status);
 }
 

@@ -196,9 +196,10 @@ std::vector<Command> make_commands() {
        "links through the cache with no change to its code: a hit answers every call from the\n"
        "cache without loading the real library; a miss runs the real one and stores every\n"
        "output. --cache sets the cache for COMMAND (PCACHE_URI). PCACHE_DISABLE=1 turns caching\n"
-       "off. SIGTERM, SIGHUP, SIGUSR1 and SIGUSR2 are passed on to COMMAND. Exit status:\n"
-       "COMMAND's (killed by a signal: the same signal), 127 if it cannot be found, 126 if it\n"
-       "cannot be run. See docs/transparent.md.",
+       "off. A cache that cannot be used is an error (exit 2) and COMMAND is not run. SIGTERM,\n"
+       "SIGHUP, SIGUSR1 and SIGUSR2 are passed on to COMMAND. Exit status: COMMAND's (killed\n"
+       "by a signal: the same signal), 127 if it cannot be found, 126 if it cannot be run. See\n"
+       "docs/transparent.md.",
        {{"preload", 0, nullptr,
          "also LD_PRELOAD the drop-ins, for programs that look for an already loaded library\n"
          "before loading one by path (cuda-pathfinder: cuda-python, numba-cuda)"}},

@@ -6,14 +6,20 @@
  * it redirected, and what it could not (no drop-in for that major), goes to the file
  * $PCACHE_RUN_REPORT names, which `progcache run` reads when the command ends.
  *
+ * It is also `progcache run`'s gate (cli/run_gate.hpp): the first process of a command that
+ * `run` starts while it checks the cache waits here, before its main, until the check has
+ * passed, and ends without running a line of its own when it has not.
+ *
  * Plain C and libc only: it lives in every process the command starts, before anything else. */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -101,6 +107,35 @@ static int unversioned_dropin(const char *file, const char *dir, char *out, size
     }
   }
   return 0;
+}
+
+/* PCACHE_RUN_GATE=FD:INODE, set by `progcache run` for the command's first process: FD is a
+ * socket `run` holds the other end of. Says it waits ('w'), then waits for 'g'; anything else
+ * (`run`'s check failed, or `run` ended) ends this process with 125 before its main. The variable
+ * is taken out of the environment, and the descriptor closed, so that nothing the command starts
+ * inherits either; a descriptor that is no longer that socket (closed, its number reused) is
+ * left alone and nothing waits. */
+__attribute__((constructor)) static void wait_at_the_gate(void) {
+  const char *gate = getenv("PCACHE_RUN_GATE");
+  if (!gate) return;
+  char *end = NULL;
+  errno = 0;
+  const long fd = strtol(gate, &end, 10);
+  const unsigned long long inode = *end == ':' ? strtoull(end + 1, NULL, 10) : 0;
+  unsetenv("PCACHE_RUN_GATE");
+  struct stat st;
+  if (errno != 0 || fd < 0 || fd > 1 << 20 || fstat((int)fd, &st) != 0 || !S_ISSOCK(st.st_mode) ||
+      (unsigned long long)st.st_ino != inode)
+    return;
+  const char waiting = 'w';
+  (void)send((int)fd, &waiting, 1, MSG_NOSIGNAL);
+  char verdict = 0;
+  ssize_t n;
+  do {
+    n = read((int)fd, &verdict, 1);
+  } while (n < 0 && errno == EINTR);
+  close((int)fd);
+  if (n != 1 || verdict != 'g') _exit(125);
 }
 
 EXPORT void *dlopen(const char *file, int mode) {

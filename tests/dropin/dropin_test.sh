@@ -146,6 +146,32 @@ rc=$?
 out=$("$pc" --cache bogus:x run -- sh -c 'echo ran' 2>&1)
 rc=$?
 [ "$rc" = 2 ] && ! grep -q '^ran$' <<<"$out" || fail "run with an unusable cache: exit $rc, $out"
+# The cache is checked while the command starts (cli/run_gate.hpp): a dynamically linked command
+# waits before its main, in run's helper, until the check has passed; any other starts after the
+# check. Either way a command whose cache is unusable runs no line of its own: a dynamic program,
+# a script, a static program, and (as root) one setuid to another user, which the loader runs
+# without the helper. On a usable cache each runs.
+gate=$(mktemp -d /tmp/pcache-gate-XXXXXX)  # one that user can reach, for the setuid program
+chmod 0777 "$gate"
+printf '#!/bin/sh\ntouch "$1"\n' >"$gate/script"
+chmod +x "$gate/script"
+gate_cases=("dynamic:$(command -v touch)" "script:$gate/script")
+[ -n "${PCACHE_TEST_STATIC_TOUCH:-}" ] && gate_cases+=("static:$PCACHE_TEST_STATIC_TOUCH")
+if [ "$(id -u)" = 0 ] && id nobody >/dev/null 2>&1; then
+  cp "$(command -v touch)" "$gate/setuid-touch"
+  chown nobody "$gate/setuid-touch" && chmod 4755 "$gate/setuid-touch" &&
+    gate_cases+=("setuid:$gate/setuid-touch")
+fi
+for c in "${gate_cases[@]}"; do
+  kind=${c%%:*} prog=${c#*:}
+  out=$("$pc" --cache "sqlite:/proc/progcache-none/c.db" run -- "$prog" "$gate/$kind-ran" 2>&1)
+  rc=$?
+  [ "$rc" = 2 ] && [ ! -e "$gate/$kind-ran" ] && grep -q 'the command was not run' <<<"$out" ||
+    fail "run of a $kind command on an unusable cache: exit $rc, ran: $(ls "$gate"), $out"
+  "$pc" --cache "sqlite:$work/gate.db" run -- "$prog" "$gate/$kind-ran" 2>/dev/null
+  [ -e "$gate/$kind-ran" ] || fail "run of a $kind command on a usable cache did not run it"
+done
+rm -rf "$gate"
 # A command that compiles nothing through the cache (NVRTC linked statically, say) is told of,
 # never left to look cached; one that compiled is not.
 err=$("$pc" --cache "sqlite:$work/quiet.db" run -- sh -c 'exit 0' 2>&1 >/dev/null)
