@@ -175,6 +175,9 @@ class Backend {
   // true when records never leave this process's memory, so re-verifying checksums on every
   // read would only cost time.
   virtual bool in_process() const { return false; }
+  // Whether a memo put here can be read by another process (a memory store's cannot): memos
+  // whose only use is to spare a later process work are not kept where none can read them.
+  virtual bool memos_outlive_process() const { return !in_process(); }
   // For a remote store: how long a tiered cache leaves it alone after a failure (doubling per
   // consecutive failure). 0 = a local store, never skipped.
   virtual uint64_t retry_backoff_ms() const { return 0; }

@@ -95,6 +95,8 @@ class Cache final : public MemoStore {
   // Whether records this cache returns may be shared with other threads (a memory store, or a
   // memory tier): such a record's block is never handed over to a caller, only copied.
   bool records_shared() const { return backend_->in_process(); }
+  // Whether another process can read this cache's memos (Backend::memos_outlive_process).
+  bool memos_outlive_process() const { return backend_->memos_outlive_process(); }
   // A use of key's payload, counted as get() counts it, handed to copy(payload) while the store
   // holds it, for a cache whose records stay in this process's memory (copies_hits()): no entry
   // parse (the records are the ones this process built), and for a small payload no counted

@@ -113,11 +113,13 @@ Interpretation key_as_observed(MemoStore *memos, const ProgramDesc &program,
   return seen;
 }
 
-// Files identity, which this process hashed, as the memo a process without libcrypto finds it by
-// (a signed cache's processes load libcrypto for its MACs: no memo would spare them a load).
+// Files identity, which this process hashed, as the memo a later process without libcrypto finds
+// it by: not in a cache no other process reads (memory:), nor in a signed one, whose processes
+// load libcrypto for its MACs anyway.
 void leave_identity_memo(Cache *cache, const ProgramDesc &program, const KeyContext &context,
                          const Key &identity) {
-  if (!cache->mac()) remember_identity(cache, program, context, identity);
+  if (!cache->mac() && cache->memos_outlive_process())
+    remember_identity(cache, program, context, identity);
 }
 
 // Stores r under the key of what the compile was seen to depend on, with the observation filed

@@ -261,6 +261,12 @@ std::optional<std::string> TieredBackend::get_meta(std::string_view name) {
   return std::nullopt;
 }
 
+bool TieredBackend::memos_outlive_process() const {
+  return std::any_of(tiers_.begin(), tiers_.end(), [](const std::unique_ptr<Tier> &tier) {
+    return tier->cache->backend().memos_outlive_process();
+  });
+}
+
 void TieredBackend::put_meta(std::string_view name, ByteView record) {
   for (auto &tier : tiers_) attempt(*tier, [&] { tier->cache->backend().put_meta(name, record); });
 }

@@ -57,6 +57,8 @@ class TieredBackend final : public Backend, public SharedCounters, public LeaseS
   void put_meta(std::string_view name, ByteView record) override;
   // Records come back already verified by the tier that held them.
   bool in_process() const override { return true; }
+  // Memos are written to every tier: another process reads them where any tier is shared.
+  bool memos_outlive_process() const override;
 
   struct TierStats {
     std::string uri;

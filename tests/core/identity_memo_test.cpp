@@ -9,10 +9,14 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <vector>
 
+#include "core/cache.hpp"
+#include "core/compile.hpp"
 #include "core/key.hpp"
 #include "core/observation.hpp"
+#include "test_util.hpp"
 
 namespace {
 
@@ -245,4 +249,37 @@ TEST(ManifestKeys, AManifestFilesEachObservationsKeyAndOldManifestsStillRead) {
   bad_flag.back() = 2;
   EXPECT_FALSE(progcache::decode_manifest(bad_flag));
   EXPECT_FALSE(progcache::decode_manifest(text.substr(0, text.size() - 1)));
+}
+
+// A stored compile leaves its identity's memo where a later process can read it, and nowhere
+// else: not in a memory cache (no other process reads its memos), nor in a signed one (its
+// processes load libcrypto for the MACs, so a memo would spare them nothing).
+TEST(IdentityMemo, AStoredCompileLeavesItsMemoOnlyWhereALaterProcessCanUseIt) {
+  testutil::TempDir d;
+  const std::string source = "__global__ void k(int *x) { *x = 7; }";
+  ProgramDesc program;
+  program.name = "k.cu";
+  program.source = ByteView(source);
+  program.options = {"-arch=sm_90"};
+  for (const auto &[uri, secret, kept] :
+       {std::tuple{"sqlite:" + (d / "c.db"), "", true},
+        std::tuple{"filestream:" + (d / "fs"), "", true},
+        std::tuple{std::string("memory:"), "", false},
+        std::tuple{"tiered:memory:|sqlite:" + (d / "t.db"), "", true},
+        std::tuple{"sqlite:" + (d / "signed.db"), "a secret of some length", false}}) {
+    SCOPED_TRACE(uri);
+    progcache::CacheOptions o;
+    if (*secret) o.secret = secret;
+    const auto cache = progcache::Cache::open(uri, o);
+    const auto r = progcache::compile_through_cache(cache.get(), program, {});
+    ASSERT_EQ(r->status, progcache::Status::ok);
+    ASSERT_TRUE(r->not_stored.empty()) << r->not_stored;
+    const progcache::PreparedCompile prepared = progcache::prepare_compile(cache.get(), program);
+    const std::optional<Key> memo =
+        progcache::recall_identity(cache.get(), program, prepared.context);
+    EXPECT_EQ(memo.has_value(), kept);
+    if (memo) {
+      EXPECT_EQ(*memo, prepared.identity);
+    }
+  }
 }
