@@ -274,7 +274,8 @@ if fresh and "sqlite_ratio" in fresh:
     floor_phases = fresh.get("floor_phases_us")
     if floor_phases:
         lines += ["", "And its floor's, `floor_hit --db`, alternated with it (the same marks in `bench/floor_hit.c`;",
-                  "its start loads libcrypto and SQLite, which `fresh_hit` opens in \"open\" and \"compile\"):", "",
+                  "its start loads libcrypto and SQLite; `fresh_hit` opens SQLite in \"open\" and, its hit",
+                  "needing no digest (src/core/identity_memo.hpp), never loads libcrypto):", "",
                   "| " + " | ".join(floor_phases) + " | total |", "|" + " --- |" * (len(floor_phases) + 1),
                   "| " + " | ".join("%.0f" % v for v in floor_phases.values()) +
                   " | %.0f |" % sum(floor_phases.values())]

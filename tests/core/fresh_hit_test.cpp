@@ -63,6 +63,9 @@ void forget_identities(const std::string &uri, const std::string &store) {
 }  // namespace
 
 TEST(FreshHit, AFreshProcessHitsWithoutLibcryptoAndAsAnUncachedCompile) {
+  // A configuration named by $OPENSSL_CONF is OpenSSL's to apply: every identity is hashed then.
+  if (const char *conf = std::getenv("OPENSSL_CONF"); conf && *conf)
+    GTEST_SKIP() << "OPENSSL_CONF is set: identities are hashed, never taken from a memo";
   TempDir d;
   const std::string work = d / "w";
   ASSERT_EQ(::mkdir(work.c_str(), 0700), 0);
