@@ -835,7 +835,9 @@ std::string identity_encoding(const ProgramDesc &p, const KeyContext &context) {
   AppendTo to{out};
   walk(p, &context, false, SourceAs::last,
        [&](uint8_t tag, ByteView value, auto &&) { encode_field(to, tag, value); });
-  out.append(p.source.str());
+  // A field of its own, with its length: raw bytes after the last field would let a program
+  // whose list of variables is one shorter carry the missing one's field in its source.
+  encode_field(to, kTagSource, p.source);
   return out;
 }
 

@@ -7,6 +7,7 @@
 
 #include <map>
 #include <optional>
+#include <random>
 #include <string>
 #include <string_view>
 #include <tuple>
@@ -130,6 +131,71 @@ TEST(IdentityMemo, EqualEncodingsAreExactlyEqualIdentities) {
                            v[j].what.find("spelled otherwise") != std::string::npos;
       EXPECT_EQ(same_identity, i == j || neutral) << v[i].what << " / " << v[j].what;
     }
+}
+
+// The same over random programs from a small alphabet, short enough that many are equal and
+// many differ by a byte moved from one field to the next (an option's end to the next option, a
+// header's name to its text, the last field to the source).
+TEST(IdentityMemo, RandomProgramsHaveEqualEncodingsExactlyWhenTheirIdentitiesAreEqual) {
+  std::mt19937 rng(20261202);
+  auto text = [&](size_t max) {
+    std::string t(rng() % (max + 1), 'a');
+    for (char &c : t) c = "ab-="[rng() % 4];
+    return t;
+  };
+  std::vector<Variant> v(400);
+  for (Variant &x : v) {
+    x.source = text(3);
+    x.options = {"-DM" + text(2)};
+    if (rng() % 2) x.options.push_back("-DN" + text(2));
+    if (rng() % 2) {
+      x.header_name = text(2) + ".h";
+      x.header_text = text(2);
+    }
+    if (rng() % 3 == 0) x.name_expression = text(2);
+    if (rng() % 3 == 0) x.extra_digest = text(2);
+    x.tmpdir = rng() % 2 ? "unset" : "=" + text(1);
+  }
+  size_t equal = 0;
+  for (size_t i = 0; i < v.size(); ++i)
+    for (size_t j = i + 1; j < v.size(); ++j) {
+      const ProgramDesc a = v[i].program(), b = v[j].program();
+      const bool same_encoding = progcache::identity_encoding(a, v[i].context()) ==
+                                 progcache::identity_encoding(b, v[j].context());
+      const bool same_identity =
+          progcache::identity_key(a, v[i].context()) == progcache::identity_key(b, v[j].context());
+      ASSERT_EQ(same_encoding, same_identity) << i << " / " << j;
+      equal += same_identity;
+    }
+  EXPECT_GT(equal, 0u);  // the test saw equal programs, not only different ones
+}
+
+// Every field has its length, the source too: a program whose list of variables is one shorter
+// must not encode as another whose source begins with the missing variable's field (with the
+// source's raw bytes appended after the last field, the two encodings were equal).
+TEST(IdentityMemo, NoFieldCanBeCarriedInTheSource) {
+  Variant shorter, longer;
+  shorter.source = longer.source = "";
+  const KeyContext one = shorter.context();
+  KeyContext two = one;
+  KeyField f;
+  f.tag = progcache::kFieldEnvironment;
+  f.name = "nvrtc env NVRTC";
+  f.value = "unset";
+  two.environment.push_back(f);
+  // The bytes the second variable's field adds to the encoding.
+  const std::string without = progcache::identity_encoding(shorter.program(), one);
+  const std::string with = progcache::identity_encoding(longer.program(), two);
+  ASSERT_GT(with.size(), without.size());
+  size_t common = 0;
+  while (common < without.size() && without[common] == with[common]) ++common;
+  const std::string added = with.substr(common, with.size() - without.size());
+  shorter.source = added + "s";
+  longer.source = "s";
+  EXPECT_NE(progcache::identity_encoding(shorter.program(), one),
+            progcache::identity_encoding(longer.program(), two));
+  EXPECT_NE(progcache::identity_key(shorter.program(), one),
+            progcache::identity_key(longer.program(), two));
 }
 
 TEST(IdentityMemo, ARecallBelievesOnlyTheProgramsOwnBytes) {
