@@ -101,9 +101,9 @@ struct KeyContext {
 [[nodiscard]] Key identity_key(const ProgramDesc &program, const KeyContext &context);
 
 // Every field identity_key hashes, tag-and-length encoded in the order it hashes them, with the
-// source's own bytes (as a last field) in place of its digest: programs whose encodings are equal have one
-// identity in every process, so the encoding can stand for the identity where no digest is at
-// hand (core/identity_memo.hpp). Needs no libcrypto for C++ programs (the only ones it is used
+// source's own bytes (as a last field) in place of its digest: programs whose encodings are equal
+// have one identity in every process, so the encoding can stand for the identity where no digest is
+// at hand (core/identity_memo.hpp). Needs no libcrypto for C++ programs (the only ones it is used
 // for). Throws as identity_key does.
 [[nodiscard]] std::string identity_encoding(const ProgramDesc &program, const KeyContext &context);
 // The schema tag identities are hashed under in this process (loads libcrypto), and whether s is
