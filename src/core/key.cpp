@@ -850,9 +850,12 @@ bool is_identity_schema(std::string_view s) {
 }
 
 bool key_hash_at_hand() {
+  // Mapped first: once it is (every compile of a warm process), one atomic load answers, where
+  // getenv scans the whole environment.
+  if (libcrypto_in_process()) return true;
   if (test_hooks::force_sha256() || test_hooks::fetch_digests()) return true;
-  if (const char *conf = std::getenv("OPENSSL_CONF"); conf && *conf) return true;
-  return libcrypto_in_process();
+  const char *conf = std::getenv("OPENSSL_CONF");
+  return conf && *conf;
 }
 
 std::string_view program_prefix(const ProgramDesc &p) {
