@@ -3,6 +3,8 @@
 #pragma once
 
 #define PCACHE_ADMIN_UNSTABLE 1
+#include <unistd.h>
+
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -33,6 +35,15 @@ struct Failure : std::runtime_error {
 pcache_status check(pcache_status status);
 // pcache_last_error() without the "pcache_function: " prefix, for messages to people.
 std::string library_message();
+
+// Closes a descriptor this process opened (not standard input or output) on every way out.
+struct OwnedFd {
+  int fd;
+  bool owned = true;
+  ~OwnedFd() {
+    if (owned && fd >= 0) ::close(fd);
+  }
+};
 
 struct CloseCache {
   void operator()(pcache *cache) const;

@@ -159,15 +159,6 @@ std::string quoted_or_stdio(const std::string &path, const char *stdio_name) {
   return path == "-" ? stdio_name : "'" + path + "'";
 }
 
-// Closes a descriptor this process opened (not standard input or output) on every way out.
-struct OwnedFd {
-  int fd;
-  bool owned;
-  ~OwnedFd() {
-    if (owned && fd >= 0) ::close(fd);
-  }
-};
-
 }  // namespace
 
 // With read(2), not a stream: a stream reads a directory, or a file whose read fails midway, as

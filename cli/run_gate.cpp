@@ -17,24 +17,12 @@
 #include <cstring>
 #include <optional>
 
+#include "cli.hpp"
+
 namespace progcache::cli {
 namespace {
 
 constexpr int kMaxInterpreters = 4;  // scripts run by scripts: Linux's BINPRM_MAX_RECURSION
-
-class File {
- public:
-  explicit File(const std::string &path) : fd_(::open(path.c_str(), O_RDONLY | O_CLOEXEC)) {}
-  ~File() {
-    if (fd_ >= 0) ::close(fd_);
-  }
-  File(const File &) = delete;
-  File &operator=(const File &) = delete;
-  int get() const { return fd_; }
-
- private:
-  int fd_;
-};
 
 bool read_at(int fd, void *out, size_t size, off_t at) {
   return ::pread(fd, out, size, at) == ssize_t(size);
@@ -71,8 +59,8 @@ std::optional<Kind> kind_of(int fd) {
 
 const std::optional<Kind> &own_kind() {
   static const std::optional<Kind> kind = [] {
-    File self("/proc/self/exe");
-    return self.get() >= 0 ? kind_of(self.get()) : std::nullopt;
+    const OwnedFd self{::open("/proc/self/exe", O_RDONLY | O_CLOEXEC)};
+    return self.fd >= 0 ? kind_of(self.fd) : std::nullopt;
   }();
   return kind;
 }
@@ -93,21 +81,21 @@ std::string script_interpreter(const char *head, size_t n) {
 }
 
 bool first_image_runs_helper(const std::string &path, int depth) {
-  File f(path);
+  const OwnedFd f{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
   struct stat st;
-  if (f.get() < 0 || ::fstat(f.get(), &st) != 0 || !S_ISREG(st.st_mode) ||
+  if (f.fd < 0 || ::fstat(f.fd, &st) != 0 || !S_ISREG(st.st_mode) ||
       (st.st_mode & (S_ISUID | S_ISGID)) != 0)
     return false;
   // File capabilities make the exec secure, as setuid does: the loader then ignores LD_PRELOAD.
-  if (::fgetxattr(f.get(), "security.capability", nullptr, 0) >= 0) return false;
+  if (::fgetxattr(f.fd, "security.capability", nullptr, 0) >= 0) return false;
   char head[PATH_MAX + 16];
-  const ssize_t n = ::pread(f.get(), head, sizeof head, 0);
+  const ssize_t n = ::pread(f.fd, head, sizeof head, 0);
   if (n <= 0) return false;
   const std::string interpreter = script_interpreter(head, size_t(n));
   if (!interpreter.empty())
     return interpreter[0] == '/' && depth < kMaxInterpreters &&
            first_image_runs_helper(interpreter, depth + 1);
-  const std::optional<Kind> kind = kind_of(f.get());
+  const std::optional<Kind> kind = kind_of(f.fd);
   return kind && own_kind() && same_kind(*kind, *own_kind());
 }
 
