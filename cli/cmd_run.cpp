@@ -16,7 +16,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
-#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -70,53 +69,90 @@ void prepend_env(const char *name, const std::string &value, char separator) {
   ::setenv(name, now.c_str(), 1);
 }
 
-// The cache's shared counts of what compiles did: hits, misses and compiles not stored;
-// nullopt when it cannot say (a tiered stack).
-struct Lookups {
-  int64_t hits = 0, misses = 0, uncacheable = 0;
-};
-std::optional<Lookups> lookups(pcache *cache) {
-  pcache_shared_stats s{};
-  s.struct_size = sizeof s;
-  if (pcache_get_shared_stats(cache, &s) != PCACHE_OK) return std::nullopt;
-  return Lookups{s.hits, s.misses, s.uncacheable};
+// The report file the command's processes count their compiles in, as src/core/run_report.hpp
+// lays it out: a header (magic, then hits, misses and uncached compiles, each a native uint64)
+// that every process maps, then lines. This side creates it and reads it.
+constexpr char kReportMagic[8] = {'P', 'C', 'R', 'U', 'N', 0, 0, 1};
+constexpr size_t kReportHeaderSize = 32;
+
+// A new report file, its header zeroed, named into path; false (and no file) when /tmp cannot
+// take one, which is said: the command then runs unreported.
+bool create_report(char *path) {
+  const int fd = ::mkstemp(path);
+  bool written = false;
+  if (fd >= 0) {
+    char header[kReportHeaderSize] = {};
+    std::memcpy(header, kReportMagic, sizeof kReportMagic);
+    const ssize_t n = ::write(fd, header, sizeof header);
+    if (n >= 0 && n != ssize_t(sizeof header)) errno = ENOSPC;
+    written = n == ssize_t(sizeof header);
+    const int saved = errno;
+    ::close(fd);
+    if (!written) ::unlink(path);
+    errno = saved;
+  }
+  if (!written)
+    std::fprintf(stderr,
+                 "progcache run: cannot make a report file in /tmp (%s): the command's compiles "
+                 "go unreported\n",
+                 std::strerror(errno));
+  return written;
 }
 
-// What the preloaded helper wrote: one "what\tpath\tdetail" line per NVRTC it redirected or
-// could not; said on stderr when the command has ended, so that a command whose compiles did
-// not go through the cache never looks cached.
-void say_what_happened(const std::string &report_file, const std::optional<Lookups> &before,
-                       const std::optional<Lookups> &after, bool command_ran) {
-  std::vector<std::string> bypassed, others;
+// What the command's processes wrote to the report file (a count of each compile through any
+// progcache cache, and a line for each NVRTC the helper redirected or could not), said on stderr
+// when the command has ended, so that a command whose compiles did not go through the cache
+// never looks cached. Another process's compiles on the same cache meanwhile are not the
+// command's, and are not counted.
+void say_what_happened(const std::string &report_file, bool command_ran) {
+  std::vector<std::string> bypassed, others, not_cached_why;
+  uint64_t counts[3] = {};  // hits, misses, uncached
+  std::string report;
   if (FILE *f = std::fopen(report_file.c_str(), "r")) {
-    char line[PATH_MAX + 256];
-    while (std::fgets(line, sizeof line, f)) {
-      std::string text(line);
-      if (!text.empty() && text.back() == '\n') text.pop_back();
-      const size_t tab = text.find('\t'), tab2 = text.find('\t', tab + 1);
-      if (tab == std::string::npos || tab2 == std::string::npos) continue;
-      const std::string what = text.substr(0, tab), path = text.substr(tab + 1, tab2 - tab - 1);
-      if (what == "bypass") bypassed.push_back(path + " itself (" + text.substr(tab2 + 1) + ")");
-      if (what == "other")
-        others.push_back(path + " (the drop-in used " + text.substr(tab2 + 1) +
-                         ", named by its PCACHE_*_LIBRARY variable)");
-    }
+    char chunk[16384];
+    for (size_t n; (n = std::fread(chunk, 1, sizeof chunk, f)) > 0;) report.append(chunk, n);
     std::fclose(f);
   }
-  if (before && after) {
-    const int64_t hits = after->hits - before->hits, misses = after->misses - before->misses;
-    if (hits > 0 || misses > 0)
-      std::fprintf(stderr,
-                   "progcache run: %lld compile(s) through the cache: %lld hit(s), %lld miss(es)\n",
-                   (long long)(hits + misses), (long long)hits, (long long)misses);
-    // Said, so that a command whose compiles never reach the drop-ins (NVRTC linked statically,
-    // a JIT of its own) does not look cached for lack of a word.
-    else if (command_ran && after->uncacheable == before->uncacheable && bypassed.empty())
-      std::fprintf(stderr,
-                   "progcache run: nothing was compiled through the cache (no NVRTC, nvJitLink or "
-                   "libNVVM call reached the drop-ins; a program linked with them statically "
-                   "calls its own copy)\n");
+  if (report.size() >= kReportHeaderSize &&
+      std::memcmp(report.data(), kReportMagic, sizeof kReportMagic) == 0)
+    std::memcpy(counts, report.data() + sizeof kReportMagic, sizeof counts);
+  for (size_t at = std::min(report.size(), kReportHeaderSize); at < report.size();) {
+    const size_t end = std::min(report.find('\n', at), report.size());
+    const std::string text = report.substr(at, end - at);
+    at = end + 1;
+    const size_t tab = text.find('\t'), tab2 = text.find('\t', tab + 1);
+    if (tab == std::string::npos || tab2 == std::string::npos) continue;
+    const std::string what = text.substr(0, tab), path = text.substr(tab + 1, tab2 - tab - 1);
+    const std::string detail = text.substr(tab2 + 1);
+    if (what == "uncached" &&
+        std::find(not_cached_why.begin(), not_cached_why.end(), detail) == not_cached_why.end())
+      not_cached_why.push_back(detail);
+    if (what == "bypass") bypassed.push_back(path + " itself (" + detail + ")");
+    if (what == "other")
+      others.push_back(path + " (the drop-in used " + detail +
+                       ", named by its PCACHE_*_LIBRARY variable)");
   }
+  const long long hits = (long long)counts[0], misses = (long long)counts[1],
+                  not_cached = (long long)counts[2];
+  if (hits > 0 || misses > 0)
+    std::fprintf(stderr,
+                 "progcache run: %lld compile(s) through the cache: %lld hit(s), %lld miss(es)\n",
+                 hits + misses, hits, misses);
+  if (not_cached > 0) {
+    std::string why;
+    for (size_t i = 0; i < not_cached_why.size() && i < 3; ++i)
+      why += (i ? "; " : "") + not_cached_why[i];
+    if (not_cached_why.size() > 3) why += "; ...";
+    std::fprintf(stderr, "progcache run: %lld compile(s) not cached: %s\n", not_cached,
+                 why.c_str());
+  }
+  // Said, so that a command whose compiles never reach the drop-ins (NVRTC linked statically, a
+  // JIT of its own) does not look cached for lack of a word.
+  if (command_ran && hits + misses + not_cached == 0 && bypassed.empty())
+    std::fprintf(stderr,
+                 "progcache run: nothing was compiled through the cache (no NVRTC, nvJitLink or "
+                 "libNVVM call reached the drop-ins; a program linked with them statically "
+                 "calls its own copy)\n");
   for (const std::string &b : bypassed)
     std::fprintf(stderr, "progcache run: the command loaded %s: its compiles were not cached\n",
                  b.c_str());
@@ -208,9 +244,9 @@ int end_as(int status) {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
 }
 
-// The cache the command's compiles go through, opened once and kept while the command runs: its
-// shared counters before and after say what the command's compiles did (reading them twice
-// through one handle spares two opens). Null, with the library's message in *why, when unusable.
+// The cache the command's compiles go through, opened to check it and kept while the command
+// runs (an open SQLite cache keeps its WAL index, which the command's first open would otherwise
+// rebuild). Null, with the library's message in *why, when unusable.
 pcache *open_cache(const std::string &uri, std::string *why) {
   pcache *cache = nullptr;
   if (pcache_open(uri.empty() ? nullptr : uri.c_str(), nullptr, &cache) == PCACHE_OK) return cache;
@@ -263,13 +299,8 @@ int cmd_run(Invocation &in) {
   if (!gated && !cache) throw unusable_cache(why, "not run");
   std::unique_ptr<pcache, decltype(&pcache_close)> opened(cache, &pcache_close);
   char report_file[] = "/tmp/progcache-run-XXXXXX";
-  const int report_fd = ::mkstemp(report_file);
-  if (report_fd >= 0) {
-    ::close(report_fd);
-    ::setenv("PCACHE_RUN_REPORT", report_file, 1);
-  }
-  std::optional<Lookups> before;
-  if (cache) before = lookups(cache);
+  const bool reported = create_report(report_file);
+  if (reported) ::setenv("PCACHE_RUN_REPORT", report_file, 1);
   // Held until the handler knows the command's pid (one arriving before is passed on after), and
   // let through only while waiting.
   const sigset_t passed_on = passed_on_set();
@@ -282,7 +313,7 @@ int cmd_run(Invocation &in) {
     ::sigprocmask(SIG_SETMASK, &before_start, nullptr);
     std::fprintf(stderr, "progcache: run: cannot run %s: %s\n", argv[0],
                  std::strerror(start_error));
-    if (report_fd >= 0) ::unlink(report_file);
+    if (reported) ::unlink(report_file);
     return start_error == ENOENT ? 127 : 126;  // as a shell reports it
   }
   if (gated) {
@@ -292,12 +323,11 @@ int cmd_run(Invocation &in) {
       while (::waitpid(child, &status, 0) < 0 && errno == EINTR) {
       }
       ::sigprocmask(SIG_SETMASK, &before_start, nullptr);
-      if (report_fd >= 0) ::unlink(report_file);
+      if (reported) ::unlink(report_file);
       throw unusable_cache(
           why, held ? "not run" : "stopped (the helper did not hold it: it may have started)");
     }
     opened.reset(cache);
-    before = lookups(cache);
     gate.let_through();
   }
   // The terminal's Ctrl-C reaches the command; this process waits for it and then reports.
@@ -317,11 +347,11 @@ int cmd_run(Invocation &in) {
   g_command_pid = 0;  // reaped: its pid may name another process from now on
   ::signal(SIGCHLD, SIG_DFL);
   ::sigprocmask(SIG_SETMASK, &before_start, nullptr);
-  if (report_fd >= 0) {
+  if (reported) {
     // 126 and 127: as this process says when the command cannot be run at all.
     const bool ran =
         !(WIFEXITED(status) && (WEXITSTATUS(status) == 126 || WEXITSTATUS(status) == 127));
-    say_what_happened(report_file, before, lookups(cache), ran);
+    say_what_happened(report_file, ran);
     ::unlink(report_file);
   }
   opened.reset();  // closed before this process may end by the command's signal

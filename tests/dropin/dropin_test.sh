@@ -179,6 +179,21 @@ grep -q 'nothing was compiled through the cache' <<<"$err" || fail "run of a com
 err=$("$pc" --cache "sqlite:$work/quiet.db" run -- "$pc" compile "$work/k.cu" --arch sm_90 -o "$work/k3.cubin" 2>&1 >/dev/null)
 grep -q '1 compile(s) through the cache' <<<"$err" && ! grep -q 'nothing was compiled' <<<"$err" ||
   fail "run of a command that compiled said: '$err'"
+# What run says is its command's: another process's compile on the same cache meanwhile (one that
+# does not inherit run's report file) is not counted; a tier stack is reported as any cache is;
+# a compile that was not stored is counted as such, with why.
+err=$("$pc" --cache "sqlite:$work/quiet.db" run -- sh -c 'env -u PCACHE_RUN_REPORT "$0" compile "$1" --arch sm_90 -o "$2"' \
+  "$pc" "$work/k.cu" "$work/k4.cubin" 2>&1 >/dev/null)
+grep -q 'nothing was compiled through the cache' <<<"$err" || fail "run counted another process's compile: '$err'"
+err=$("$pc" --cache "tiered:memory:|sqlite:$work/quiet.db" run -- "$pc" compile "$work/k.cu" --arch sm_90 -o "$work/k5.cubin" 2>&1 >/dev/null)
+grep -q '1 compile(s) through the cache: 1 hit(s), 0 miss(es)' <<<"$err" || fail "run on a tier stack said: '$err'"
+err=$(PCACHE_DISABLE=1 "$pc" --cache "sqlite:$work/quiet.db" run -- "$pc" compile "$work/k.cu" --arch sm_90 -o "$work/k6.cubin" 2>&1 >/dev/null)
+grep -q '1 compile(s) not cached: compiled without a cache' <<<"$err" && ! grep -q 'nothing was compiled' <<<"$err" ||
+  fail "run of a compile that was not stored said: '$err'"
+# A /tmp that takes no report file (here: no file may grow) is said, and the command still runs.
+err=$(bash -c 'trap "" XFSZ; ulimit -f 0; "$0" --cache memory: run -- sh -c "echo ran >&2" 2>&1' "$pc" | cat)
+grep -q 'cannot make a report file in /tmp' <<<"$err" && grep -qx ran <<<"$err" && [ -z "$(find /tmp -maxdepth 1 -name 'progcache-run-*' -size 0 -newer "$work/k.cu")" ] ||
+  fail "run without a report file said: '$err'"
 # A relative path in the URI is made absolute: the command may change directory first.
 out=$(cd "$work" && "$pc" --cache "tiered:memory:|sqlite:rel.db" run -- sh -c 'cd / && echo "$PCACHE_URI"')
 [ "$out" = "tiered:memory:|sqlite:$work/rel.db" ] || fail "run exports a relative URI: $out"
