@@ -605,13 +605,14 @@ void FileStreamBackend::put_meta(std::string_view name, ByteView record) {
   if (!tmp_fd_) return;  // a read-only cache keeps no memos
   const int dfd = meta_fd(true);
   const std::string tmp = temp_name();
-  Fd fd(::openat(tmp_fd_.get(), tmp.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW | O_CLOEXEC,
-                 config_.modes.file));
+  Fd fd(sys::openat(tmp_fd_.get(), tmp.c_str(),
+                    O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, config_.modes.file,
+                    sys::Op::create_temp));
   if (fd) set_created_mode(fd.get(), config_.modes.file);
   if (!fd) throw_errno("cannot create a temporary file in '" + dir_ + "/tmp'");
   const Fd writer_lock = hold_temp_lock(fd.get());
   const bool ok = write_all(fd.get(), record.data, record.size) && ::close(fd.release()) == 0 &&
-                  ::renameat(tmp_fd_.get(), tmp.c_str(), dfd, entry_name(name).c_str()) == 0;
+                  sys::renameat(tmp_fd_.get(), tmp.c_str(), dfd, entry_name(name).c_str()) == 0;
   if (!ok) {
     const int err = errno;
     ::unlinkat(tmp_fd_.get(), tmp.c_str(), 0);

@@ -1,8 +1,13 @@
 #include "util/test_hooks.hpp"
 
 #ifdef PCACHE_TEST_HOOKS
+#include <fcntl.h>
+#include <signal.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <cstdlib>
 #include <string>
 #include <string_view>
@@ -61,9 +66,55 @@ void set_fault_hook(FaultHook hook) {
   g_fault_hook.store(hook);
 }
 
+namespace {
+
+// PCACHE_TEST_FS_FAULT's mode, and its K or PATH.
+struct EnvFault {
+  char mode = 0;  // 'f' full, 'k' kill, 'c' count, 0 none
+  long at = 0;
+  std::string path;
+};
+
+EnvFault env_fault() {
+  EnvFault f;
+  const char *spec = std::getenv("PCACHE_TEST_FS_FAULT");
+  if (!spec) return f;
+  const std::string_view s(spec);
+  if (s.rfind("full:", 0) == 0 || s.rfind("kill:", 0) == 0) {
+    f.mode = s[0] == 'f' ? 'f' : 'k';
+    f.at = std::atol(spec + 5);
+  } else if (s.rfind("count:", 0) == 0) {
+    f.mode = 'c';
+    f.path = spec + 6;
+  }
+  return f;
+}
+
+int env_fault_for(FsOp op) {
+  if (op != FsOp::create_temp && op != FsOp::write && op != FsOp::fsync && op != FsOp::rename)
+    return 0;
+  static const EnvFault f = env_fault();
+  static std::atomic<long> calls{0};
+  if (!f.mode) return 0;
+  const long n = calls.fetch_add(1) + 1;
+  if (f.mode == 'c') {
+    const std::string count = std::to_string(n) + "\n";
+    const int fd = ::open(f.path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+    if (fd >= 0) {
+      if (::write(fd, count.data(), count.size()) < 0) {
+      }
+      ::close(fd);
+    }
+  }
+  if (f.mode == 'k' && n == f.at) ::kill(::getpid(), SIGKILL);
+  return f.mode == 'f' && n >= f.at ? ENOSPC : 0;
+}
+
+}  // namespace
+
 int fault(FsOp op) {
   const FaultHook hook = g_fault_hook.load(std::memory_order_relaxed);
-  return hook ? hook(op) : 0;
+  return hook ? hook(op) : env_fault_for(op);
 }
 
 #else

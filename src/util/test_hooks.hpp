@@ -34,6 +34,11 @@ enum class FsOp { create_temp, write, fsync, rename, open_entry, read, unlink };
 inline constexpr int kShortWrite = -1;
 using FaultHook = int (*)(FsOp op);
 void set_fault_hook(FaultHook hook);  // a no-op without PCACHE_TEST_HOOKS
+// The hook set, else what PCACHE_TEST_FS_FAULT says for a process the test cannot reach into (one
+// it starts): of the calls that write (create_temp, write, fsync, rename), counted from 1,
+// "full:K" fails the K-th and every later one with ENOSPC (the disk fills), "kill:K" ends the
+// process with SIGKILL at the K-th, "count:PATH" writes how many there have been to PATH after
+// each.
 int fault(FsOp op);
 
 }  // namespace progcache::test_hooks

@@ -22,10 +22,6 @@ using namespace difftest;
 
 namespace {
 
-bool libcrypto_mapped() {
-  return read_file("/proc/self/maps").find("libcrypto.so") != std::string::npos;
-}
-
 Source program_in(const std::string &work) {
   Source s;
   s.text = read_file(work + "/k.cu");

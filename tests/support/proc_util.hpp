@@ -13,6 +13,8 @@
 #include <utility>
 #include <vector>
 
+#include "scratch.hpp"
+
 namespace testutil {
 
 // Forks; the child runs fn and _exit()s with its return value. Returns the pid.
@@ -68,6 +70,11 @@ inline int run_test_in_fresh_process(const std::string &test,
     ::execl("/proc/self/exe", "self", filter.c_str(), "--gtest_also_run_disabled_tests", nullptr);
     return 127;
   }));
+}
+
+// Whether this process has mapped libcrypto (what a fresh process's hit must not need).
+inline bool libcrypto_mapped() {
+  return read_file("/proc/self/maps").find("libcrypto.so") != std::string::npos;
 }
 
 // Runs fn in a child as an unprivileged user (nobody) when the tests run as root, so that file
