@@ -300,7 +300,9 @@ int cmd_run(Invocation &in) {
   std::unique_ptr<pcache, decltype(&pcache_close)> opened(cache, &pcache_close);
   char report_file[] = "/tmp/progcache-run-XXXXXX";
   const bool reported = create_report(report_file);
-  if (reported) ::setenv("PCACHE_RUN_REPORT", report_file, 1);
+  // First in the list: a run around this one (its command started this) counts these compiles
+  // too (src/core/run_report.hpp).
+  if (reported) prepend_env("PCACHE_RUN_REPORT", report_file, ':');
   // Held until the handler knows the command's pid (one arriving before is passed on after), and
   // let through only while waiting.
   const sigset_t passed_on = passed_on_set();

@@ -27,18 +27,35 @@
 
 typedef void *(*dlopen_fn)(const char *, int);
 
-/* Appends one line to the report file (O_APPEND: lines from several processes stay whole). */
+/* Appends one line to each report file in $PCACHE_RUN_REPORT (FILE:FILE..., the innermost run's
+ * first: src/core/run_report.hpp), with O_APPEND (lines from several processes stay whole); only
+ * to a regular file that starts with the report's magic. */
 static void report(const char *what, const char *path, const char *why) {
-  const char *file = getenv("PCACHE_RUN_REPORT");
-  if (!file || !*file) return;
+  static const char magic[8] = {'P', 'C', 'R', 'U', 'N', 0, 0, 1};
+  const char *list = getenv("PCACHE_RUN_REPORT");
+  if (!list || !*list) return;
   char line[PATH_MAX + 256];
   const int n = snprintf(line, sizeof line, "%s\t%s\t%s\n", what, path, why ? why : "");
   if (n <= 0) return;
-  const int fd = open(file, O_WRONLY | O_APPEND | O_CLOEXEC);
-  if (fd < 0) return;
-  if (write(fd, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1) < 0) {
+  const size_t size = (size_t)n < sizeof line ? (size_t)n : sizeof line - 1;
+  for (const char *file = list; *file;) {
+    const char *colon = strchr(file, ':');
+    const size_t len = colon ? (size_t)(colon - file) : strlen(file);
+    char name[PATH_MAX];
+    if (len > 0 && len < sizeof name) {
+      memcpy(name, file, len);
+      name[len] = '\0';
+      const int fd = open(name, O_RDWR | O_APPEND | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY | O_NONBLOCK);
+      struct stat st;
+      char head[sizeof magic];
+      if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+          pread(fd, head, sizeof head, 0) == (ssize_t)sizeof head &&
+          memcmp(head, magic, sizeof magic) == 0 && write(fd, line, size) < 0) {
+      }
+      if (fd >= 0) close(fd);
+    }
+    file += len + (colon ? 1 : 0);
   }
-  close(fd);
 }
 
 static int same_file(const char *a, const char *b) {

@@ -1,7 +1,9 @@
 // What each compile tells `progcache run` about itself, in the file $PCACHE_RUN_REPORT names,
 // which `run` creates for its command and reads when the command has ended (cli/cmd_run.cpp). So
 // run reports the compiles of its command's processes, not those of every process that used the
-// cache meanwhile, through whatever cache they went (a tier stack too).
+// cache meanwhile, through whatever cache they went (a tier stack too). A run inside another's
+// command puts its file first in the list (FILE:FILE...): a compile counts in each, so the outer
+// run's report holds the inner one's compiles too.
 //
 // The file (private to run's user, in /tmp):
 //   bytes 0-7    kRunReportMagic
@@ -24,13 +26,15 @@ namespace progcache {
 
 inline constexpr char kRunReportMagic[8] = {'P', 'C', 'R', 'U', 'N', 0, 0, 1};
 inline constexpr size_t kRunReportHeaderSize = 32;
+// The most files of nested runs a compile counts in (the innermost first).
+inline constexpr int kMaxRunReports = 4;
 
 enum class RunOutcome { hit = 0, miss = 1, uncached = 2 };
 
-// Counts outcome when this process runs under `progcache run` ($PCACHE_RUN_REPORT, read and
-// mapped on the first call; ignored in setuid and setgid processes), and for uncached appends
-// why's line (each reason once per process, eight at most). Only a regular file that exists and
-// starts with kRunReportMagic is written; any failure is ignored (the report is advisory).
+// Counts outcome in each report when this process runs under `progcache run` ($PCACHE_RUN_REPORT,
+// read and mapped on the first call; ignored in setuid and setgid processes), and for uncached
+// appends why's line (each reason once per process, eight at most). Only a regular file that exists
+// and starts with kRunReportMagic is written; any failure is ignored (the report is advisory).
 // Thread-safe; a fork's child counts into the same file.
 void tell_run(RunOutcome outcome, std::string_view why = {}) noexcept;
 

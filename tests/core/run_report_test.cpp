@@ -52,6 +52,26 @@ TEST(RunReport, CountsEveryCompileAndSaysEachReasonOnce) {
   EXPECT_EQ(read_file(report), header(2, 1, 14) + lines);
 }
 
+TEST(RunReport, ACompileCountsInTheReportOfEveryRunAroundIt) {
+  TempDir dir;
+  // A run inside another's command: its own report first, then the outer one's (a third one in
+  // between has been removed). Of more than four, the first four.
+  std::string list;
+  for (const char *name : {"inner", "gone", "outer", "third", "fourth", "fifth"}) {
+    if (std::string(name) != "gone") write_file(dir / name, header());
+    list += (list.empty() ? "" : ":") + (dir / name);
+  }
+  ASSERT_EQ(child(list, "compiles"), 0);
+  std::string lines =
+      "uncached\t\t" +
+      ("option -x writes files beside the output " + std::string(400, 'w')).substr(0, 240) + "\n";
+  for (int i = 0; i < 7; ++i) lines += "uncached\t\treason " + std::to_string(i) + "\n";
+  for (const char *name : {"inner", "outer", "third", "fourth"})
+    EXPECT_EQ(read_file(dir / name), header(2, 1, 14) + lines) << name;
+  EXPECT_EQ(read_file(dir / "fifth"), header());
+  EXPECT_NE(::access((dir / "gone").c_str(), F_OK), 0);
+}
+
 TEST(RunReport, AForkedChildAndAProcessEndingWithoutExitHandlersCount) {
   TempDir dir;
   const std::string report = dir / "report";

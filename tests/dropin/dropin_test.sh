@@ -190,6 +190,11 @@ grep -q '1 compile(s) through the cache: 1 hit(s), 0 miss(es)' <<<"$err" || fail
 err=$(PCACHE_DISABLE=1 "$pc" --cache "sqlite:$work/quiet.db" run -- "$pc" compile "$work/k.cu" --arch sm_90 -o "$work/k6.cubin" 2>&1 >/dev/null)
 grep -q '1 compile(s) not cached: compiled without a cache' <<<"$err" && ! grep -q 'nothing was compiled' <<<"$err" ||
   fail "run of a compile that was not stored said: '$err'"
+# A run inside another's command: each says the compile, the outer one counting the inner's.
+err=$("$pc" --cache "sqlite:$work/quiet.db" run -- "$pc" --cache "sqlite:$work/quiet.db" run -- \
+  "$pc" compile "$work/k.cu" --arch sm_90 -o "$work/k7.cubin" 2>&1 >/dev/null)
+[ "$(grep -c '1 compile(s) through the cache: 1 hit(s), 0 miss(es)' <<<"$err")" = 2 ] ||
+  fail "nested runs said: '$err'"
 # A /tmp that takes no report file (here: no file may grow) is said, and the command still runs.
 err=$(bash -c 'trap "" XFSZ; ulimit -f 0; "$0" --cache memory: run -- sh -c "echo ran >&2" 2>&1' "$pc" | cat)
 grep -q 'cannot make a report file in /tmp' <<<"$err" && grep -qx ran <<<"$err" && [ -z "$(find /tmp -maxdepth 1 -name 'progcache-run-*' -size 0 -newer "$work/k.cu")" ] ||
