@@ -197,7 +197,9 @@ std::vector<Command> make_commands() {
        "cache without loading the real library; a miss runs the real one and stores every\n"
        "output. --cache sets the cache for COMMAND (PCACHE_URI). PCACHE_DISABLE=1 turns caching\n"
        "off. A cache that cannot be used is an error (exit 2) and COMMAND is not run. SIGTERM,\n"
-       "SIGHUP, SIGUSR1 and SIGUSR2 are passed on to COMMAND. Exit status: COMMAND's (killed\n"
+       "SIGHUP, SIGUSR1 and SIGUSR2 are passed on to COMMAND. When COMMAND ends, says on stderr\n"
+       "how many of its own compiles hit, missed or were not cached, or that none reached the\n"
+       "cache. Exit status: COMMAND's (killed\n"
        "by a signal: the same signal), 127 if it cannot be found, 126 if it cannot be run. See\n"
        "docs/transparent.md.",
        {{"preload", 0, nullptr,

@@ -17,6 +17,9 @@
 // Each process maps the counts once and adds to them atomically: a compile costs no system call,
 // and a process that ends without exit handlers (_exit, a signal, a forked worker) has counted
 // every compile it made.
+// The file is run's user's alone (0600); one who shortens it while the command runs makes the
+// next compile of a process that mapped it fault (SIGBUS), as with any shared mapping, so
+// nothing but run writes it other than by these counts and appends.
 #pragma once
 
 #include <cstddef>
