@@ -365,9 +365,9 @@ std::shared_ptr<CompileResult> compile_through_cache(Cache *cache, ProgramDesc p
   PreparedCompile prepared = prepare_compile(cache, program);
   auto finish = [&](std::shared_ptr<CompileResult> r) {
     r->elapsed_us = us_since(t0);
-    // As the cache counts it (keep_result, finish_after_miss): a run that succeeded and was not
-    // stored is uncached, and so is any run without a cache; a failure its library gives every
-    // time is a miss, stored like a success.
+    // Told to `progcache run` as the cache counts it (keep_result, finish_after_miss): a compile
+    // that succeeded and was not stored is uncached, and so is any compile without a cache; a
+    // failure its library gives every time is a miss, stored like a success.
     if (r->from_cache)
       tell_run(RunOutcome::hit);
     else if (!r->not_stored.empty() && (r->status == Status::ok || !cache))

@@ -17,9 +17,9 @@
 // Each process maps the counts once and adds to them atomically: a compile costs no system call,
 // and a process that ends without exit handlers (_exit, a signal, a forked worker) has counted
 // every compile it made.
-// The file is run's user's alone (0600); one who shortens it while the command runs makes the
-// next compile of a process that mapped it fault (SIGBUS), as with any shared mapping, so
-// nothing but run writes it other than by these counts and appends.
+// The file is run's user's alone (0600). As with any shared mapping, a user who shortens it while
+// the command runs makes the next count of a process that mapped it fault (SIGBUS); nothing of
+// progcache ever does (only these counts and appends write it).
 #pragma once
 
 #include <cstddef>
