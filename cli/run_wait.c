@@ -129,6 +129,16 @@ static int is(const report_line *line, const char *what) {
   return line->what_len == (int)strlen(what) && memcmp(line->what, what, strlen(what)) == 0;
 }
 
+/* Says each line of the kind what in the report's body, as "before PATH between DETAIL after". */
+static void say_each(const char *body, const char *end, const char *what, const char *before,
+                     const char *between, const char *after) {
+  report_line line;
+  for (const char *at = body; next_line(&at, end, &line);)
+    if (is(&line, what))
+      fprintf(stderr, "progcache run: %s%.*s%s%.*s%s\n", before, line.path_len, line.path, between,
+              line.detail_len, line.detail, after);
+}
+
 /* What the command's processes wrote to the report (a count of each compile through any progcache
  * cache, a line for each NVRTC the helper redirected or could not), said on stderr, so that a
  * command whose compiles did not go through the cache never looks cached. */
@@ -171,18 +181,10 @@ static void say_what_happened(const char *report_file, int command_ran) {
             "progcache run: nothing was compiled through the cache (no NVRTC, nvJitLink or "
             "libNVVM call reached the drop-ins; a program linked with them statically calls its "
             "own copy)\n");
-  for (const char *at = body; next_line(&at, end, &line);)
-    if (is(&line, "bypass"))
-      fprintf(stderr,
-              "progcache run: the command loaded %.*s itself (%.*s): its compiles were not "
-              "cached\n",
-              line.path_len, line.path, line.detail_len, line.detail);
-  for (const char *at = body; next_line(&at, end, &line);)
-    if (is(&line, "other"))
-      fprintf(stderr,
-              "progcache run: the command asked for %.*s (the drop-in used %.*s, named by its "
-              "PCACHE_*_LIBRARY variable)\n",
-              line.path_len, line.path, line.detail_len, line.detail);
+  say_each(body, end, "bypass", "the command loaded ", " itself (",
+           "): its compiles were not cached");
+  say_each(body, end, "other", "the command asked for ", " (the drop-in used ",
+           ", named by its PCACHE_*_LIBRARY variable)");
   free(text);
 }
 

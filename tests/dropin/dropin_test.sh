@@ -246,6 +246,11 @@ if [ -n "$dl_client" ] && [ -z "${PCACHE_TEST_SANITIZED:-}" ]; then
     cmp -s "$work/dl_other/k.cubin" "$work/dl_real/k.cubin" &&
       fail "NVRTC 13.0.48 and the toolkit's gave one cubin (the check is blind)"
     grep -q "nvrtc13048" "$work/dl_other.maps" || fail "run did not forward to the NVRTC the client named"
+    # The NVRTC PCACHE_NVRTC_LIBRARY names wins over the one the command opened, and run says so.
+    PCACHE_NVRTC_LIBRARY=$PCACHE_TEST_NVRTC13_OTHER dl_run dl_chosen "$real_lib" "$pc" run --
+    same dl_chosen dl_other_real
+    grep -qF "the command asked for $real_lib (the drop-in used $PCACHE_TEST_NVRTC13_OTHER, named by its PCACHE_*_LIBRARY variable)" "$work/dl_chosen.err" ||
+      fail "run did not say the drop-in used the NVRTC the user chose: $(cat "$work/dl_chosen.err")"
   fi
   # An error code newer than the drop-in's header: answered in the real library's words (a test
   # NVRTC that knows code 18 stands for a newer one).
