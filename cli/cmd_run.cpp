@@ -24,7 +24,6 @@
 
 #include "commands.hpp"
 #include "run_gate.hpp"
-#include "run_wait.h"
 
 namespace progcache::cli {
 namespace {
@@ -72,6 +71,135 @@ void prepend_env(const char *name, const std::string &value, char separator) {
   ::setenv(name, now.c_str(), 1);
 }
 
+// The report file the command's processes count their compiles in, as src/core/run_report.hpp
+// lays it out: a header (magic, then hits, misses and uncached compiles, each a native uint64)
+// that every process maps, then lines. This side creates it and reads it.
+constexpr char kReportMagic[8] = {'P', 'C', 'R', 'U', 'N', 0, 0, 1};
+constexpr size_t kReportHeaderSize = 32;
+
+// A new report file, its header zeroed, named into path; false (and no file) when /tmp cannot
+// take one, which is said: the command then runs unreported.
+bool create_report(char *path) {
+  const int fd = ::mkstemp(path);
+  bool written = false;
+  if (fd >= 0) {
+    char header[kReportHeaderSize] = {};
+    std::memcpy(header, kReportMagic, sizeof kReportMagic);
+    const ssize_t n = ::write(fd, header, sizeof header);
+    if (n >= 0 && n != ssize_t(sizeof header)) errno = ENOSPC;
+    written = n == ssize_t(sizeof header);
+    const int saved = errno;
+    ::close(fd);
+    if (!written) ::unlink(path);
+    errno = saved;
+  }
+  if (!written)
+    std::fprintf(stderr,
+                 "progcache run: cannot make a report file in /tmp (%s): the command's compiles "
+                 "go unreported\n",
+                 std::strerror(errno));
+  return written;
+}
+
+// What the command's processes wrote to the report file (a count of each compile through any
+// progcache cache, and a line for each NVRTC the helper redirected or could not), said on stderr
+// when the command has ended, so that a command whose compiles did not go through the cache
+// never looks cached. Another process's compiles on the same cache meanwhile are not the
+// command's, and are not counted.
+void say_what_happened(const std::string &report_file, bool command_ran) {
+  std::vector<std::string> bypassed, others, not_cached_why;
+  uint64_t counts[3] = {};  // hits, misses, uncached
+  std::string report;
+  if (FILE *f = std::fopen(report_file.c_str(), "r")) {
+    char chunk[16384];
+    for (size_t n; (n = std::fread(chunk, 1, sizeof chunk, f)) > 0;) report.append(chunk, n);
+    std::fclose(f);
+  }
+  if (report.size() >= kReportHeaderSize &&
+      std::memcmp(report.data(), kReportMagic, sizeof kReportMagic) == 0)
+    std::memcpy(counts, report.data() + sizeof kReportMagic, sizeof counts);
+  for (size_t at = std::min(report.size(), kReportHeaderSize); at < report.size();) {
+    const size_t end = std::min(report.find('\n', at), report.size());
+    const std::string text = report.substr(at, end - at);
+    at = end + 1;
+    const size_t tab = text.find('\t'), tab2 = text.find('\t', tab + 1);
+    if (tab == std::string::npos || tab2 == std::string::npos) continue;
+    const std::string what = text.substr(0, tab), path = text.substr(tab + 1, tab2 - tab - 1);
+    const std::string detail = text.substr(tab2 + 1);
+    if (what == "uncached" &&
+        std::find(not_cached_why.begin(), not_cached_why.end(), detail) == not_cached_why.end())
+      not_cached_why.push_back(detail);
+    if (what == "bypass") bypassed.push_back(path + " itself (" + detail + ")");
+    if (what == "other")
+      others.push_back(path + " (the drop-in used " + detail +
+                       ", named by its PCACHE_*_LIBRARY variable)");
+  }
+  const long long hits = (long long)counts[0], misses = (long long)counts[1],
+                  not_cached = (long long)counts[2];
+  if (hits > 0 || misses > 0)
+    std::fprintf(stderr,
+                 "progcache run: %lld compile(s) through the cache: %lld hit(s), %lld miss(es)\n",
+                 hits + misses, hits, misses);
+  if (not_cached > 0) {
+    std::string why;
+    for (size_t i = 0; i < not_cached_why.size() && i < 3; ++i)
+      why += (i ? "; " : "") + not_cached_why[i];
+    if (not_cached_why.size() > 3) why += "; ...";
+    std::fprintf(stderr, "progcache run: %lld compile(s) not cached: %s\n", not_cached,
+                 why.c_str());
+  }
+  // Said, so that a command whose compiles never reach the drop-ins (NVRTC linked statically, a
+  // JIT of its own) does not look cached for lack of a word.
+  if (command_ran && hits + misses + not_cached == 0 && bypassed.empty())
+    std::fprintf(stderr,
+                 "progcache run: nothing was compiled through the cache (no NVRTC, nvJitLink or "
+                 "libNVVM call reached the drop-ins; a program linked with them statically "
+                 "calls its own copy)\n");
+  for (const std::string &b : bypassed)
+    std::fprintf(stderr, "progcache run: the command loaded %s: its compiles were not cached\n",
+                 b.c_str());
+  for (const std::string &o : others)
+    std::fprintf(stderr, "progcache run: the command asked for %s\n", o.c_str());
+}
+
+// The signals a process manager or a job's timeout sends to stop or poke a job. They are passed
+// on to the command: progcache run is not the job, and dying of one left the command running.
+// SIGINT and SIGQUIT come from the terminal to the whole process group: the command has them
+// already, and this process ignores them.
+constexpr int kPassedOn[] = {SIGTERM, SIGHUP, SIGUSR1, SIGUSR2};
+volatile sig_atomic_t g_command_pid = 0;
+
+void pass_on(int sig) {
+  const int saved = errno;
+  if (g_command_pid > 0) ::kill(pid_t(g_command_pid), sig);
+  errno = saved;
+}
+
+void wake(int) {}  // SIGCHLD: ends the wait's sigsuspend (ignored, it would not)
+
+// The signals passed on, and SIGCHLD: blocked but while the wait suspends.
+sigset_t passed_on_set() {
+  sigset_t set;
+  sigemptyset(&set);
+  for (int sig : kPassedOn) sigaddset(&set, sig);
+  sigaddset(&set, SIGCHLD);
+  return set;
+}
+
+// Waits for the command, passing on what arrives meanwhile. In sigsuspend, not a blocking
+// waitpid: a signal that lands while the process sits in waitpid may be handled only once
+// waitpid returns (so under ThreadSanitizer, which defers signals to a safe point), i.e. after
+// the command ended on its own.
+int wait_for(pid_t child, const sigset_t &unblocked) {
+  int status = 0;
+  for (;;) {
+    const pid_t got = ::waitpid(child, &status, WNOHANG);
+    if (got == child) return status;
+    if (got < 0 && errno != EINTR) return 0;
+    if (got == 0) ::sigsuspend(&unblocked);
+  }
+}
+
 // Starts the command as execvp would run it (found on PATH; a file without "#!" run by /bin/sh),
 // with mask as its signal mask. Through posix_spawnp rather than fork: the child neither copies
 // this process's page tables nor runs the library's fork handlers, which cost a `progcache run`
@@ -98,30 +226,29 @@ pid_t start_command(std::vector<char *> argv, const sigset_t &mask) {
   return error ? -1 : pid;
 }
 
-// Waits for the command and reports, as the process the shell waits for: in
-// progcache-run-wait, a small C program beside the drop-ins that this process execs into (the
-// exec keeps the pid, the command as its child, the signal mask and the ignored signals), or
-// here where that program cannot be run (cli/run_wait.h). mask: the mask to wait with.
-[[nodiscard]] int wait_and_report(const std::string &dir, pid_t child, const sigset_t &mask,
-                                  const char *report_file) {
-  const std::string waiter = dir + "/progcache-run-wait";
-  unsigned long long bits = 0;
-  for (int sig = 1; sig <= 64; ++sig)
-    if (::sigismember(&mask, sig) == 1) bits |= 1ULL << (sig - 1);
-  char pid_text[24], mask_text[24];
-  std::snprintf(pid_text, sizeof pid_text, "%lld", (long long)child);
-  std::snprintf(mask_text, sizeof mask_text, "%llx", bits);
-  char *const argv[] = {const_cast<char *>("progcache-run-wait"), pid_text, mask_text,
-                        const_cast<char *>(report_file ? report_file : "-"), nullptr};
-  char *const no_environment[] = {nullptr};
-  std::fflush(nullptr);  // what stdio holds would be lost in the exec
-  ::execve(waiter.c_str(), argv, no_environment);
-  return pcache_run_wait(child, &mask, report_file);
+// Ends this process as the command ended: killed by the same signal where that is how it ended
+// and the signal does not dump core (so that a shell or make sees a job interrupted, not one
+// that failed), else with its exit status (128 + the signal for the rest, as a shell reports).
+int end_as(int status) {
+  if (WIFSIGNALED(status)) {
+    const int sig = WTERMSIG(status);
+    if (sig == SIGINT || sig == SIGTERM || sig == SIGHUP || sig == SIGPIPE) {
+      std::fflush(nullptr);
+      ::signal(sig, SIG_DFL);
+      sigset_t set;
+      sigemptyset(&set);
+      sigaddset(&set, sig);
+      ::sigprocmask(SIG_UNBLOCK, &set, nullptr);
+      ::raise(sig);
+    }
+    return 128 + sig;
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
 }
 
-// The cache the command's compiles go through, opened to check it (and closed before the wait:
-// progcache-run-wait holds nothing of it). Null, with the library's message in *why, when
-// unusable.
+// The cache the command's compiles go through, opened to check it and kept while the command
+// runs (an open SQLite cache keeps its WAL index, which the command's first open would otherwise
+// rebuild). Null, with the library's message in *why, when unusable.
 pcache *open_cache(const std::string &uri, std::string *why) {
   pcache *cache = nullptr;
   if (pcache_open(uri.empty() ? nullptr : uri.c_str(), nullptr, &cache) == PCACHE_OK) return cache;
@@ -192,14 +319,13 @@ int cmd_run(Invocation &in) {
   if (!gated && !cache) throw unusable_cache(why, "not run");
   std::unique_ptr<pcache, decltype(&pcache_close)> opened(cache, &pcache_close);
   char report_file[] = "/tmp/progcache-run-XXXXXX";
-  const bool reported = pcache_run_create_report(report_file) != 0;
+  const bool reported = create_report(report_file);
   // First in the list: a run around this one (its command started this) counts these compiles
   // too (src/core/run_report.hpp).
   if (reported) prepend_env("PCACHE_RUN_REPORT", report_file, ':');
   // Held until the handler knows the command's pid (one arriving before is passed on after), and
   // let through only while waiting.
-  sigset_t passed_on;
-  pcache_run_passed_on_set(&passed_on);
+  const sigset_t passed_on = passed_on_set();
   sigset_t before_start;
   ::sigprocmask(SIG_BLOCK, &passed_on, &before_start);
   // A gated command's check runs beside its start: posix_spawnp returns only once the command's
@@ -237,8 +363,29 @@ int cmd_run(Invocation &in) {
   // The terminal's Ctrl-C reaches the command; this process waits for it and then reports.
   ::signal(SIGINT, SIG_IGN);
   ::signal(SIGQUIT, SIG_IGN);
-  opened.reset();
-  return wait_and_report(dir, child, before_start, reported ? report_file : nullptr);
+  g_command_pid = child;
+  struct sigaction forward {};
+  forward.sa_handler = pass_on;
+  forward.sa_flags = SA_RESTART;
+  sigemptyset(&forward.sa_mask);
+  for (int sig : kPassedOn) ::sigaction(sig, &forward, nullptr);
+  struct sigaction child_ended {};
+  child_ended.sa_handler = wake;
+  sigemptyset(&child_ended.sa_mask);
+  ::sigaction(SIGCHLD, &child_ended, nullptr);
+  const int status = wait_for(child, before_start);
+  g_command_pid = 0;  // reaped: its pid may name another process from now on
+  ::signal(SIGCHLD, SIG_DFL);
+  ::sigprocmask(SIG_SETMASK, &before_start, nullptr);
+  if (reported) {
+    // 126 and 127: as this process says when the command cannot be run at all.
+    const bool ran =
+        !(WIFEXITED(status) && (WEXITSTATUS(status) == 126 || WEXITSTATUS(status) == 127));
+    say_what_happened(report_file, ran);
+    ::unlink(report_file);
+  }
+  opened.reset();  // closed before this process may end by the command's signal
+  return end_as(status);
 }
 
 }  // namespace progcache::cli
