@@ -516,7 +516,6 @@ void FileStreamBackend::put(ByteView key, Blob &&record, uint64_t payload_size) 
   const EntryName entry = name_of(key);
   const std::string name = entry.c_str();
   const int shard = entry.shard;
-  int dfd = shard_fd(shard, true);
   if (!tmp_fd_) throw Error(Status::permission, "cache directory '" + dir_ + "' is not writable");
   const std::string tmp = temp_name();
   Fd fd(sys::openat(tmp_fd_.get(), tmp.c_str(),
@@ -542,7 +541,10 @@ void FileStreamBackend::put(ByteView key, Blob &&record, uint64_t payload_size) 
   StatsLock lock(*this);
   Totals t = read_totals_locked();
   bool replaced = false;
-  dfd = current_shard_fd(shard, true, &replaced);
+  // The shard is created here, after the stamp check above and before write_totals_locked
+  // stamps the directory's mtime again: its creation changes that mtime, and made outside the
+  // lock it looked like a shard replaced behind our back, a recount of every entry.
+  const int dfd = current_shard_fd(shard, true, &replaced);
   if (dfd < 0) discard("cannot open a shard directory");
   t.recount |= replaced || recount_needed_.exchange(false);
   const Stored old = stored_payload_size(dfd, name);

@@ -485,3 +485,41 @@ TEST(FileStreamAccounting, AShardReplacedInPlaceIsNoLongerCounted) {
     EXPECT_EQ(damaged, 0) << how << ": " << pcache_last_error();
   }
 }
+
+// A put that creates a shard directory changes the cache directory's mtime, which the stats file
+// stamps to notice a shard replaced behind the library's back. The put's own creation is not
+// such a replacement: it used to make the next write recount every entry, so a fresh cache's
+// first ~256 puts each read every entry's header (2,000 puts of 1 KiB: 527 us a put, against
+// ~20 us once the shards existed). A junk file named like an entry is the witness: a recount
+// removes it, an ordinary put leaves it alone.
+TEST(FileStreamAccounting, APutThatCreatesAShardDoesNotRecountTheCache) {
+  TempDir d;
+  const std::string dir = d / "fs";
+  Handle c("filestream:" + dir);
+  ASSERT_EQ(c.put("first", std::string(1000, 'f')), PCACHE_OK);
+  const std::string shard = fs::path(entry_files(dir).front()).parent_path().string();
+  const std::string junk = shard + "/" + std::string(32, 'e');
+  write_file(junk, "junk named like an entry");
+  // Keys until some put has created shards (nearly every one, with 256 shards to fill).
+  auto shards = [&] {
+    size_t n = 0;
+    for (const auto &e : fs::directory_iterator(dir)) n += e.path().filename().string().size() == 2;
+    return n;
+  };
+  const size_t shards_before = shards();
+  for (int i = 0; i < 8; ++i)
+    ASSERT_EQ(c.put("k" + std::to_string(i), std::string(1000, 'v')), PCACHE_OK);
+  ASSERT_GT(shards(), shards_before + 2) << "the puts created too few shard directories";
+  EXPECT_TRUE(fs::exists(junk)) << "a put that created a shard recounted every entry";
+  EXPECT_EQ(c.count(), 9u);
+  EXPECT_EQ(c.size(), 9u * 1000);
+  // A shard removed behind the library's back still makes the next write recount (and the
+  // recount takes the junk away with it).
+  std::string other;
+  for (const std::string &f : entry_files(dir))
+    if (fs::path(f).parent_path().string() != shard) other = fs::path(f).parent_path().string();
+  ASSERT_FALSE(other.empty());
+  fs::remove_all(other);
+  ASSERT_EQ(c.put("after", std::string(1000, 'a')), PCACHE_OK);
+  EXPECT_FALSE(fs::exists(junk)) << "a shard removed by hand went unnoticed";
+}
