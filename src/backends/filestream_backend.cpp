@@ -544,7 +544,13 @@ void FileStreamBackend::put(ByteView key, Blob &&record, uint64_t payload_size) 
   // The shard is created here, after the stamp check above and before write_totals_locked
   // stamps the directory's mtime again: its creation changes that mtime, and made outside the
   // lock it looked like a shard replaced behind our back, a recount of every entry.
-  const int dfd = current_shard_fd(shard, true, &replaced);
+  int dfd = -1;
+  try {
+    dfd = current_shard_fd(shard, true, &replaced);
+  } catch (...) {  // the shard could not be made (a full disk): the temp file goes too
+    ::unlinkat(tmp_fd_.get(), tmp.c_str(), 0);
+    throw;
+  }
   if (dfd < 0) discard("cannot open a shard directory");
   t.recount |= replaced || recount_needed_.exchange(false);
   const Stored old = stored_payload_size(dfd, name);

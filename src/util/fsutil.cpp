@@ -28,6 +28,10 @@ Fd::~Fd() {
 }
 
 int make_dir_at(int dirfd, const char *name, mode_t mode) {
+  if (const int e = test_hooks::fault(test_hooks::FsOp::make_dir); e > 0) {
+    errno = e;
+    return -1;
+  }
   if (::mkdirat(dirfd, name, mode) != 0) return -1;
   if ((mode & 0077) == 0) return 0;  // private: the umask cannot have narrowed it
   const int fd = ::openat(dirfd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);

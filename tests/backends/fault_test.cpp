@@ -69,6 +69,10 @@ TEST(Faults, EveryFileStreamIoFaultIsReportedAndLeavesNothingBehind) {
       {"EIO opening an entry", sys::Op::open_entry, EIO, 1, false},
       {"EIO reading an entry", sys::Op::read, EIO, 1, false},
       {"EINTR reading an entry", sys::Op::read, EINTR, 2, true},
+      // The put's shard is made under the stats lock after its temp file is written: a failure
+      // there must take the temp file with it ("new" and "old" are in different shards).
+      {"ENOSPC creating a shard directory", sys::Op::make_dir, ENOSPC, 1, false},
+      {"EIO creating a shard directory", sys::Op::make_dir, EIO, 1, false},
   };
   sys::set_fault_hook(fault_hook);
   int injected = 0;
