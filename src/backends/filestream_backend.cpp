@@ -114,6 +114,24 @@ void for_each_name(int dir_fd, Fn &&fn) {
   for (const std::string &n : names_in_dir(dir_fd)) fn(n);
 }
 
+// A put's temporary file, removed on every way out of the put before its rename, a throw
+// included (the stats lock, a recount or the shard's creation can fail after it is written).
+class TempEntry {
+ public:
+  TempEntry(int dir_fd, const std::string &name) : dir_fd_(dir_fd), name_(name) {}
+  ~TempEntry() {
+    if (!renamed_) ::unlinkat(dir_fd_, name_.c_str(), 0);
+  }
+  TempEntry(const TempEntry &) = delete;
+  TempEntry &operator=(const TempEntry &) = delete;
+  void renamed() { renamed_ = true; }
+
+ private:
+  int dir_fd_;
+  const std::string &name_;
+  bool renamed_ = false;
+};
+
 // A temporary file of ours: "<host>.<pid>.<seq>.<random>.tmp" (temp_name), the host's dots made
 // underscores. The reaper deletes nothing else, whatever a tmp/ directory holds.
 bool is_temp_name(const std::string &n) {
@@ -522,14 +540,14 @@ void FileStreamBackend::put(ByteView key, Blob &&record, uint64_t payload_size) 
                     O_CREAT | O_EXCL | O_WRONLY | O_NOFOLLOW | O_CLOEXEC, config_.modes.file,
                     sys::Op::create_temp));
   if (!fd) throw_errno("cannot create a temporary file in '" + dir_ + "/tmp'");
+  TempEntry temp(tmp_fd_.get(), tmp);
   set_created_mode(fd.get(), config_.modes.file);
   // Locked until it is renamed into place (the duplicate keeps the lock past the close below): a
   // reaper in any process, any PID namespace, sees a live writer by the lock, not by its pid.
   const Fd writer_lock = hold_temp_lock(fd.get());
-  auto discard = [&](const std::string &what) {
+  auto discard = [&](const std::string &what) {  // temp removes the file as this throws
     const int err = errno;
     fd = Fd();
-    ::unlinkat(tmp_fd_.get(), tmp.c_str(), 0);
     throw_errno(what, err);
   };
   if (!write_all(fd.get(), record.data(), record.size())) discard("cannot write a cache entry");
@@ -544,13 +562,7 @@ void FileStreamBackend::put(ByteView key, Blob &&record, uint64_t payload_size) 
   // The shard is created here, after the stamp check above and before write_totals_locked
   // stamps the directory's mtime again: its creation changes that mtime, and made outside the
   // lock it looked like a shard replaced behind our back, a recount of every entry.
-  int dfd = -1;
-  try {
-    dfd = current_shard_fd(shard, true, &replaced);
-  } catch (...) {  // the shard could not be made (a full disk): the temp file goes too
-    ::unlinkat(tmp_fd_.get(), tmp.c_str(), 0);
-    throw;
-  }
+  const int dfd = current_shard_fd(shard, true, &replaced);
   if (dfd < 0) discard("cannot open a shard directory");
   t.recount |= replaced || recount_needed_.exchange(false);
   const Stored old = stored_payload_size(dfd, name);
@@ -561,6 +573,7 @@ void FileStreamBackend::put(ByteView key, Blob &&record, uint64_t payload_size) 
     errno = err;             // the rename's reason, not the stats file's
     discard("cannot move a cache entry into place");
   }
+  temp.renamed();
   if (fsync_) ::fsync(dfd);
   if (!lru_.empty()) lru_.push_back({written_ns, shard, name});  // the newest entry
   if ((old.exists && !old.size) || t.recount) {
