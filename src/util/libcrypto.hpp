@@ -67,7 +67,8 @@ const LibCrypto &libcrypto();
 
 // Whether libcrypto is mapped in this process already (progcache loaded it, or the host did), so
 // that a digest costs only its hashing; a fresh process's first one loads it (~0.6 ms). Loads
-// nothing. Thread-safe; one dlopen(RTLD_NOLOAD) until the answer is yes, then a load.
+// nothing. Thread-safe; a walk of the loaded objects (library_mapped) until the answer is yes,
+// then an atomic load.
 bool libcrypto_in_process();
 
 }  // namespace progcache

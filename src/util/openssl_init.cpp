@@ -1,7 +1,5 @@
 #include "util/openssl_init.hpp"
 
-#include <dlfcn.h>
-
 #include <atomic>
 #include <cstdlib>
 #include <optional>
@@ -22,9 +20,7 @@ bool libcrypto_in_process() {
   // had loaded, the next digest loads libcrypto again, as a fresh process's does.
   static constinit std::atomic<bool> mapped{false};
   if (mapped.load(std::memory_order_relaxed)) return true;
-  void *handle = ::dlopen(PCACHE_LIBCRYPTO_SONAME, RTLD_LAZY | RTLD_NOLOAD);
-  if (!handle) return false;
-  ::dlclose(handle);
+  if (!library_mapped(PCACHE_LIBCRYPTO_SONAME)) return false;
   mapped.store(true, std::memory_order_relaxed);
   return true;
 }

@@ -1,10 +1,12 @@
 #include "util/system_library.hpp"
 
 #include <dlfcn.h>
+#include <link.h>
 #include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 
 #include "util/error.hpp"
@@ -29,6 +31,15 @@ bool libraries_preloaded() {
 int system_library_open_flags(Binding binding, bool sanitizer_runtime, bool preloaded) {
   const bool deep = binding == Binding::own_first && !sanitizer_runtime && !preloaded;
   return RTLD_NOW | RTLD_LOCAL | (deep ? RTLD_DEEPBIND : 0);
+}
+
+bool library_mapped(const char *soname) {
+  auto named = [](dl_phdr_info *info, size_t, void *wanted) -> int {
+    const char *path = info->dlpi_name ? info->dlpi_name : "";
+    const char *slash = std::strrchr(path, '/');
+    return std::strcmp(slash ? slash + 1 : path, static_cast<const char *>(wanted)) == 0;
+  };
+  return ::dl_iterate_phdr(named, const_cast<char *>(soname)) != 0;
 }
 
 void *SystemLibrary::symbol(const char *name) {
