@@ -4,10 +4,13 @@
 #include <link.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "util/error.hpp"
 #include "util/test_hooks.hpp"
@@ -23,10 +26,38 @@ bool sanitizer_runtime_loaded() {
 
 bool libraries_preloaded() {
   const char *preload = std::getenv("LD_PRELOAD");
-  return (preload && *preload) || ::access("/etc/ld.so.preload", F_OK) == 0;
+  return (preload && preload_interposes(preload)) || ::access("/etc/ld.so.preload", F_OK) == 0;
 }
 
 }  // namespace
+
+bool preload_interposes(std::string_view list) {
+  constexpr std::string_view kRunHelper = "libprogcache-run.so";
+  // The loader splits LD_PRELOAD at spaces and colons.
+  std::vector<std::string_view> entries;
+  for (size_t at = 0; at <= list.size();) {
+    const size_t end = std::min(list.find_first_of(" :", at), list.size());
+    if (end > at) entries.push_back(list.substr(at, end - at));
+    at = end + 1;
+  }
+  auto split = [](std::string_view path) {
+    const size_t slash = path.rfind('/');
+    return slash == std::string_view::npos
+               ? std::pair(std::string_view(), path)
+               : std::pair(path.substr(0, slash), path.substr(slash + 1));
+  };
+  std::vector<std::string_view> helper_dirs;
+  for (std::string_view e : entries)
+    if (const auto [dir, file] = split(e); file == kRunHelper) helper_dirs.push_back(dir);
+  for (std::string_view e : entries) {
+    const auto [dir, file] = split(e);
+    const bool ours = file == kRunHelper ||
+                      (!dir.empty() &&
+                       std::find(helper_dirs.begin(), helper_dirs.end(), dir) != helper_dirs.end());
+    if (!ours) return true;
+  }
+  return false;
+}
 
 int system_library_open_flags(Binding binding, bool sanitizer_runtime, bool preloaded) {
   const bool deep = binding == Binding::own_first && !sanitizer_runtime && !preloaded;

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <mutex>
+#include <string_view>
 
 #include "util/fork_guard.hpp"
 
@@ -36,6 +37,14 @@ enum class Binding {
 // /etc/ld.so.preload preloads one (an allocator, libeatmydata, libfaketime must still see
 // SQLite's calls).
 int system_library_open_flags(Binding binding, bool sanitizer_runtime, bool preloaded);
+
+// Whether an LD_PRELOAD list (entries split at spaces and colons) names a library that may
+// interpose libc: anything but `progcache run`'s own, its helper libprogcache-run.so and the
+// drop-ins beside it (named by the helper's directory), which interpose only dlopen and the JIT
+// libraries' functions. Without this, every process a `progcache run` started opened libcrypto
+// and SQLite without RTLD_DEEPBIND, their thousands of relocations looked up through every
+// loaded object (bench/analysis.md). Pure string work; thread-safe.
+bool preload_interposes(std::string_view list);
 
 // Whether an object whose file is named soname (its last path component) is mapped in this
 // process, in any namespace, found by a walk of the loader's list in memory. Not

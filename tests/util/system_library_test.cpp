@@ -85,3 +85,22 @@ TEST(SystemLibrary, ALibraryLoadedLaterIsSeen) {
   EXPECT_TRUE(progcache::library_mapped(soname));
   ::dlclose(handle);
 }
+
+// `progcache run` preloads its helper (and, with --preload, the drop-ins beside it), which
+// interpose only dlopen and the JIT libraries: they leave RTLD_DEEPBIND on. Anything else may
+// interpose libc and turns it off.
+TEST(SystemLibrary, OnlyProgcachesOwnPreloadsKeepOwnSymbolsInside) {
+  using progcache::preload_interposes;
+  EXPECT_FALSE(preload_interposes(""));
+  EXPECT_FALSE(preload_interposes("  : "));
+  EXPECT_FALSE(preload_interposes("/opt/pc/lib/progcache/nvrtc/libprogcache-run.so"));
+  EXPECT_FALSE(preload_interposes("libprogcache-run.so"));
+  EXPECT_FALSE(preload_interposes("/d/libnvrtc.so.13 /d/libnvvm.so.4:/d/libprogcache-run.so"));
+  EXPECT_TRUE(preload_interposes("/usr/lib/x86_64-linux-gnu/libjemalloc.so.2"));
+  EXPECT_TRUE(preload_interposes("/d/libprogcache-run.so /usr/lib/faketime/libfaketime.so.1"));
+  EXPECT_TRUE(preload_interposes("/usr/lib/faketime/libfaketime.so.1:/d/libprogcache-run.so"));
+  // A drop-in's name elsewhere, or bare, is not known to be ours.
+  EXPECT_TRUE(preload_interposes("/d/libprogcache-run.so /e/libnvrtc.so.13"));
+  EXPECT_TRUE(preload_interposes("/d/libprogcache-run.so libnvrtc.so.13"));
+  EXPECT_TRUE(preload_interposes("/d/libprogcache-run.so.evil"));
+}
