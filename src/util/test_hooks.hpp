@@ -27,9 +27,9 @@ int fake_sqlite_version();
 // fork() in another thread meets it under way); 0 when not set.
 int library_load_delay_ms();
 
-// The file-stream backend's system calls (util/fsutil.hpp: sys::), which a test can make fail:
-// a hook returns 0 to let the call run, an errno value to fail it with, or kShortWrite (write
-// only) to write half of what was asked.
+// The file-stream backend's system calls (util/fsutil.hpp: the sys:: wrappers, and make_dir_at
+// for make_dir), which a test can make fail: a hook returns 0 to let the call run, an errno value
+// to fail it with, or kShortWrite (write only) to write half of what was asked.
 enum class FsOp { create_temp, write, fsync, rename, open_entry, read, unlink, make_dir };
 inline constexpr int kShortWrite = -1;
 using FaultHook = int (*)(FsOp op);
