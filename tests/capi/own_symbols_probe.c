@@ -6,7 +6,7 @@
  * Prints "captured sqlite=<n> crypto=<n>"; exits 0 when nothing was captured, 1 when something
  * was, 2 when the cache itself failed, 77 (skipped) where libraries are preloaded, which keeps
  * the library's references going through the process's scope (src/util/system_library.hpp),
- * unless $PCACHE_PROBE_PRELOAD_IS_RUNS says the preload is `progcache run`'s helper.
+ * unless $PCACHE_PROBE_PRELOAD_IS_RUN_HELPER says the preload is `progcache run`'s helper.
  * usage: own_symbols_probe DIR */
 #include <dlfcn.h>
 #include <progcache/progcache.h>
@@ -42,9 +42,9 @@ void *CRYPTO_zalloc(size_t num, const char *file, int line) {
 int main(int argc, char **argv) {
   if (argc != 2) return 2;
   const char *preload = getenv("LD_PRELOAD");
-  /* PCACHE_PROBE_PRELOAD_IS_RUNS: the test preloads `progcache run`'s helper alone. */
-  const int runs_helper = getenv("PCACHE_PROBE_PRELOAD_IS_RUNS") != NULL;
-  if ((preload && *preload && !runs_helper) || access("/etc/ld.so.preload", F_OK) == 0) {
+  /* PCACHE_PROBE_PRELOAD_IS_RUN_HELPER: the test preloads `progcache run`'s helper alone. */
+  const int run_helper = getenv("PCACHE_PROBE_PRELOAD_IS_RUN_HELPER") != NULL;
+  if ((preload && *preload && !run_helper) || access("/etc/ld.so.preload", F_OK) == 0) {
     printf("skipped: libraries are preloaded\n");
     return 77;
   }
