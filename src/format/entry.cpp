@@ -23,10 +23,19 @@ constexpr uint16_t kFlagMac = 1;
 constexpr uint16_t kFlagZstd = 2;
 constexpr size_t kMinCompressSize = 64;
 
-void checksum(const uint8_t *record, size_t body_size, uint8_t out[16]) {
-  const uint64_t seed = xxh3_64(record, 32);
+// The checksum's seed: XXH3-64 of the header's first 32 bytes, prepared before the body is
+// written (util/xxhash.hpp: Xxh3Seed).
+Xxh3Seed checksum_seed(const uint8_t *record, size_t body_size) {
+  return Xxh3Seed(xxh3_64(record, 32), body_size);
+}
+
+void checksum(const uint8_t *record, size_t body_size, const Xxh3Seed &seed, uint8_t out[16]) {
   const std::array<uint8_t, 16> h = xxh3_128(record + kEntryHeaderSize, body_size, seed);
   std::memcpy(out, h.data(), h.size());
+}
+
+void checksum(const uint8_t *record, size_t body_size, uint8_t out[16]) {
+  checksum(record, body_size, checksum_seed(record, body_size), out);
 }
 
 }  // namespace
@@ -104,9 +113,11 @@ uint8_t *write_prefix(uint8_t *p, ByteView key, ByteView meta, size_t pad, uint6
   return q + key.size + meta.size + pad;
 }
 
-void seal(Blob &b, const MacKey *mac) {
+// Fills in the checksum (from seed: checksum_seed of b's header, taken before its body was
+// written) and the MAC.
+void seal(Blob &b, const MacKey *mac, const Xxh3Seed &seed) {
   const size_t body = b.size() - kEntryHeaderSize;
-  checksum(b.data(), body, b.data() + 32);
+  checksum(b.data(), body, seed, b.data() + 32);
   if (mac) mac->sign(b.data(), body, b.data() + 48);
 }
 
@@ -169,18 +180,20 @@ Blob encode_entry(ByteView key, ByteView meta, ByteView payload, const MacKey *m
     const size_t bound = z.ZSTD_compressBound(payload.size);
     Blob b(prefix + bound);
     uint8_t *out = write_prefix(b.data(), key, meta, pad, payload.size, mac_flag | kFlagZstd);
+    const Xxh3Seed seed = checksum_seed(b.data(), b.size() - kEntryHeaderSize);  // see Xxh3Seed
     const size_t n = z.ZSTD_compressCCtx(zstd().c, out, bound, payload.data, payload.size,
                                          std::min(compress_level, z.ZSTD_maxCLevel()));
     if (!z.ZSTD_isError(n) && n < payload.size) {
       b.shrink(prefix + n);
-      seal(b, mac);
+      seal(b, mac, seed);
       return b;
     }
   }
   Blob b(prefix + payload.size);
   uint8_t *out = write_prefix(b.data(), key, meta, pad, payload.size, mac_flag);
+  const Xxh3Seed seed = checksum_seed(b.data(), b.size() - kEntryHeaderSize);  // see Xxh3Seed
   if (payload.size) std::memcpy(out, payload.data, payload.size);
-  seal(b, mac);
+  seal(b, mac, seed);
   return b;
 }
 
@@ -200,10 +213,11 @@ std::optional<Blob> inflate_entry(const EntryParts &parts, std::string *why) {
   const size_t pad = padding_for(parts.key, parts.meta);
   Blob b(kEntryHeaderSize + parts.key.size + parts.meta.size + pad + parts.payload_size);
   uint8_t *out = write_prefix(b.data(), parts.key, parts.meta, pad, parts.payload_size, 0);
+  const Xxh3Seed seed = checksum_seed(b.data(), b.size() - kEntryHeaderSize);  // see Xxh3Seed
   const size_t n = z.ZSTD_decompressDCtx(zstd().d, out, parts.payload_size, frame.data, frame.size);
   if (z.ZSTD_isError(n)) return fail(std::string("zstd: ") + z.ZSTD_getErrorName(n));
   if (n != parts.payload_size) return fail("compressed payload decompressed to the wrong size");
-  seal(b, nullptr);
+  seal(b, nullptr, seed);
   return b;
 }
 

@@ -63,6 +63,12 @@ const Dispatched *dispatched_for(size_t size) {
   return open_dispatched();
 }
 
+// Shorter inputs are hashed with the seed alone, longer ones by libxxhash (a secret on its stack
+// costs nothing beside them).
+bool uses_prepared_secret(size_t size) {
+  return size > XXH3_MIDSIZE_MAX && size < kLargeInput;
+}
+
 std::array<uint8_t, 16> canonical(XXH128_hash_t h) {
   XXH128_canonical_t c;
   XXH128_canonicalFromHash(&c, h);
@@ -81,6 +87,19 @@ uint64_t xxh3_64(const void *data, size_t size, uint64_t seed) {
 std::array<uint8_t, 16> xxh3_128(const void *data, size_t size, uint64_t seed) {
   if (const Dispatched *d = dispatched_for(size)) return canonical(d->hash128(data, size, seed));
   return canonical(XXH3_128bits_withSeed(data, size, seed));
+}
+
+static_assert(sizeof(Xxh3Seed::secret) == XXH3_SECRET_DEFAULT_SIZE);
+
+Xxh3Seed::Xxh3Seed(uint64_t s, size_t input_size)
+    : seed(s), prepared(uses_prepared_secret(input_size)) {
+  if (prepared) XXH3_generateSecret_fromSeed(secret, s);
+}
+
+std::array<uint8_t, 16> xxh3_128(const void *data, size_t size, const Xxh3Seed &seed) {
+  if (!seed.prepared || !uses_prepared_secret(size)) return xxh3_128(data, size, seed.seed);
+  return canonical(
+      XXH3_128bits_withSecretandSeed(data, size, seed.secret, sizeof seed.secret, seed.seed));
 }
 
 uint64_t xxh3_64_builtin(const void *data, size_t size, uint64_t seed) {

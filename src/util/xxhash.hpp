@@ -24,6 +24,22 @@ std::array<uint8_t, 16> xxh3_128(const void *data, size_t size, uint64_t seed = 
 // Both thread-safe and never throw: where libxxhash cannot be opened, the built-in code hashes
 // every input. The same hashes either way (test Xxhash.*).
 
+// A seed's secret, derived before the input it will hash is written. xxh3_128 with a seed
+// derives it on the stack for each input of more than 240 bytes, and its loads of it do not line
+// up with the stores that wrote it, so they wait until those stores reach the cache; stores do
+// so in order, so after a copy into memory that is not in the cache they wait for the copy's
+// misses too (a record built in a block a large store's eviction freed: bench/analysis.md).
+// Prepared first, the secret is in the cache by then. Prepared only for an input of a size that
+// uses it (241 bytes to 64 KiB); any other is still hashed right, as xxh3_128(data, size, seed).
+struct Xxh3Seed {
+  Xxh3Seed(uint64_t seed, size_t input_size);
+  uint64_t seed;
+  bool prepared;
+  alignas(64) uint8_t secret[192];
+};
+// xxh3_128(data, size, seed.seed), with seed's prepared secret where it has one.
+std::array<uint8_t, 16> xxh3_128(const void *data, size_t size, const Xxh3Seed &seed);
+
 // The built-in implementation alone, whatever the size (tests compare it with libxxhash's).
 uint64_t xxh3_64_builtin(const void *data, size_t size, uint64_t seed);
 std::array<uint8_t, 16> xxh3_128_builtin(const void *data, size_t size, uint64_t seed);

@@ -2,6 +2,10 @@
 #include "format/entry.hpp"
 
 #include <gtest/gtest.h>
+#include <xxhash.h>
+
+#include <cstring>
+#include <string>
 
 using namespace progcache;
 
@@ -22,6 +26,25 @@ TEST(Entry, RoundTrip) {
   EXPECT_EQ(parts->payload_offset, 80u);  // 64 + 3 + 4, padded to a 16-byte boundary
   EXPECT_EQ(parts->payload_offset % 16, 0u);
   EXPECT_EQ(entry_payload_size(b.view()).value(), 13u);
+}
+
+// The checksum as docs/backends.md defines it, computed here by libxxhash itself: XXH3-128 of
+// key|meta|padding|payload seeded with XXH3-64 of the header's first 32 bytes, high half first,
+// each big-endian. For payloads on both sides of XXH3's long-input path (241 bytes) and of the
+// size libxxhash's dispatched code takes over (64 KiB), so that no faster way of computing it
+// moves a stored entry's bytes.
+TEST(Entry, TheChecksumIsTheSeededXxh3OfTheBody) {
+  for (size_t n : {size_t(0), size_t(100), size_t(1024), size_t(4096), size_t(65536 + 3)}) {
+    std::string payload(n, '\0');
+    for (size_t i = 0; i < n; ++i) payload[i] = char(i * 131 + 7);
+    const Blob b = encode_entry(std::string_view("key"), std::string_view("meta"), payload);
+    const uint8_t *r = b.data();
+    const XXH128_hash_t h = XXH3_128bits_withSeed(r + kEntryHeaderSize, b.size() - kEntryHeaderSize,
+                                                  XXH3_64bits(r, 32));
+    XXH128_canonical_t want;
+    XXH128_canonicalFromHash(&want, h);
+    EXPECT_EQ(std::memcmp(r + 32, want.digest, 16), 0) << n;
+  }
 }
 
 TEST(Entry, EveryFlippedByteIsDetected) {

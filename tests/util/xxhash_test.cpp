@@ -71,6 +71,34 @@ TEST(Xxhash, EveryInputSizeGivesTheBuiltInCodesHashes) {
   EXPECT_TRUE(progcache::xxh3_dispatched_loaded());
 }
 
+// A seed prepared ahead gives the seeded hash at every size (entries are checked with the
+// other).
+TEST(Xxhash, APreparedSeedGivesTheSeededHash) {
+  for (size_t n : kSizes) {
+    const std::vector<uint8_t> bytes = random_bytes(n);
+    const uint8_t *p = bytes.data() + 1;
+    SCOPED_TRACE(n);
+    for (uint64_t seed : kSeeds) {
+      SCOPED_TRACE(seed);
+      EXPECT_EQ(progcache::xxh3_128(p, n, progcache::Xxh3Seed(seed, n)),
+                progcache::xxh3_128_builtin(p, n, seed));
+      // Prepared for another size: still the right hash.
+      EXPECT_EQ(progcache::xxh3_128(p, n, progcache::Xxh3Seed(seed, 1000)),
+                progcache::xxh3_128_builtin(p, n, seed));
+      EXPECT_EQ(progcache::xxh3_128(p, n, progcache::Xxh3Seed(seed, 0)),
+                progcache::xxh3_128_builtin(p, n, seed));
+    }
+  }
+  // Every size through the long hash's first blocks, each seeded differently.
+  const std::vector<uint8_t> bytes = random_bytes(4100);
+  for (size_t n = 0; n < 4100; ++n) {
+    const uint64_t seed = n * 0x9e3779b97f4a7c15ull;
+    ASSERT_EQ(progcache::xxh3_128(bytes.data() + 1, n, progcache::Xxh3Seed(seed, n)),
+              progcache::xxh3_128_builtin(bytes.data() + 1, n, seed))
+        << n;
+  }
+}
+
 // The canonical form names and checksums are written in is libxxhash's.
 TEST(Xxhash, TheCanonicalFormIsLibxxhashs) {
   for (size_t n : {size_t(0), size_t(100), size_t(5000)}) {
