@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/digest_memo.hpp"
 #include "util/endian.hpp"
 #include "util/env.hpp"
 #include "util/error.hpp"
@@ -868,10 +869,14 @@ std::string_view program_prefix(const ProgramDesc &p) {
 }
 
 ContentDigest program_digest_after(std::string_view prefix, ByteView source) {
+  ProgramDigestMemo &memo = program_digest_memo();
+  if (const std::optional<ContentDigest> kept = memo.find(prefix, source)) return *kept;
   Hasher h;
   h.raw(prefix.data(), prefix.size());
   h.raw(source.data, source.size);
-  return h.finish();
+  const ContentDigest digest = h.finish();
+  memo.note(prefix, source, digest);
+  return digest;
 }
 
 ContentDigest program_digest(const ProgramDesc &p) {
