@@ -546,6 +546,9 @@ PCACHE_API pcache_status pcache_program_init(pcache_program *program, uint32_t s
  * extra_digest; an unreadable header); options with effects beyond the output (--create-pch,
  * --time, --fdevice-time-trace, --gpu-architecture=native); an unknown code_type/target; NULL
  * source; an option missing its value.
+ * Memory: a source of 16 KiB to 4 MiB keyed a second time is copied and kept (16 MiB of sources
+ * in all per process), so that keying the same bytes again costs a comparison instead of a hash;
+ * the key is the same either way (docs/keys.md).
  * Thread safety: safe from any thread; reads the included headers from disk.
  * Returns PCACHE_OK, PCACHE_ERR_INVALID_ARG, PCACHE_ERR_NO_MEMORY, PCACHE_ERR_UNSUPPORTED (no
  * loadable libcrypto; the message names it), PCACHE_ERR_INTERNAL.
