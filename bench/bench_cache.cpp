@@ -304,7 +304,7 @@ void BM_MakeKey(benchmark::State &st) {
   p.nvrtc_version = 13000;
   uint8_t key[PCACHE_KEY_SIZE];
   for (auto _ : st) {
-    pcache_make_key(&p, key);
+    if (pcache_make_key(&p, key) != PCACHE_OK) st.SkipWithError(pcache_last_error());
     benchmark::DoNotOptimize(key);
   }
   st.SetBytesProcessed(int64_t(st.iterations()) * st.range(0));
@@ -323,12 +323,12 @@ void BM_MakeKeyFirstSight(benchmark::State &st) {
   p.source_size = src.size();
   p.nvrtc_version = 13000;
   uint8_t key[PCACHE_KEY_SIZE];
-  uint64_t n = 0;
+  static uint64_t n = 0;  // across repetitions too: a repetition's sources are never an earlier's
   for (auto _ : st) {
     char count[17];
     std::snprintf(count, sizeof count, "%016llx", static_cast<unsigned long long>(++n));
     std::memcpy(src.data(), count, 16);
-    pcache_make_key(&p, key);
+    if (pcache_make_key(&p, key) != PCACHE_OK) st.SkipWithError(pcache_last_error());
     benchmark::DoNotOptimize(key);
   }
   st.SetBytesProcessed(int64_t(st.iterations()) * st.range(0));

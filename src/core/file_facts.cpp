@@ -57,11 +57,16 @@ std::vector<std::string> read_strings(ByteReader &r) {
 
 }  // namespace
 
-FileFacts facts_of_text(std::string_view text) {
+FileFacts scanned_facts_of_text(std::string_view text) {
   FileFacts f;
-  f.digest = content_digest(text);
   f.directives = find_directives(text);
   f.lexical = lexical_facts(text);
+  return f;
+}
+
+FileFacts facts_of_text(std::string_view text) {
+  FileFacts f = scanned_facts_of_text(text);
+  f.digest = content_digest(text);
   return f;
 }
 

@@ -28,6 +28,10 @@ using FactsPtr = std::shared_ptr<const FileFacts>;
 
 // The facts of a text held in memory (a source, an in-memory header, a racy file's content).
 FileFacts facts_of_text(std::string_view text);
+// The same but for the digest, left zero: for a text the key holds whole already (a program's
+// source, its in-memory headers), of which the include scan reads only the directives and the
+// lexical facts (its digest was a second BLAKE2b of every source pcache_make_key keyed).
+FileFacts scanned_facts_of_text(std::string_view text);
 
 // The facts of the regular file at path, which stat says is `seen`: from the memos when `seen`
 // vouches for them (not racy), else read through a descriptor (and remembered when not racy).

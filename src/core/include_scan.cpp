@@ -38,7 +38,7 @@ class Scanner {
       probe_in_order(candidates, DirectiveKind::include);
     }
     for (std::string_view o : program_.options) lexical_ |= lexical_facts(o);
-    queue(std::make_shared<const FileFacts>(facts_of_text(program_.source.str())),
+    queue(std::make_shared<const FileFacts>(scanned_facts_of_text(program_.source.str())),
           options_.no_source_include ? std::optional<std::string>() : dir_part(name));
     while (!pending_.empty() && result_.uncacheable.empty()) {
       auto [facts, dir] = pending_.front();
@@ -68,7 +68,8 @@ class Scanner {
     if (d.kind == DirectiveKind::include || d.kind == DirectiveKind::include_next) {
       for (const auto &[hname, htext] : program_.headers)
         if (hname == d.name && scanned_.insert("\x01memory:" + d.name).second)
-          queue(std::make_shared<const FileFacts>(facts_of_text(htext)), dir_part(d.name));
+          queue(std::make_shared<const FileFacts>(scanned_facts_of_text(htext)),
+                dir_part(d.name));
     }
     std::vector<std::string> candidates;
     // NVRTC looks for a standard header name without an extension ("version") also as
