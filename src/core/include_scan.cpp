@@ -68,8 +68,7 @@ class Scanner {
     if (d.kind == DirectiveKind::include || d.kind == DirectiveKind::include_next) {
       for (const auto &[hname, htext] : program_.headers)
         if (hname == d.name && scanned_.insert("\x01memory:" + d.name).second)
-          queue(std::make_shared<const FileFacts>(scanned_facts_of_text(htext)),
-                dir_part(d.name));
+          queue(std::make_shared<const FileFacts>(scanned_facts_of_text(htext)), dir_part(d.name));
     }
     std::vector<std::string> candidates;
     // NVRTC looks for a standard header name without an extension ("version") also as

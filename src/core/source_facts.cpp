@@ -10,11 +10,23 @@
 namespace progcache {
 namespace {
 
+// One table lookup a byte: the lexer asks of every byte of a source.
+struct CharClasses {
+  bool start[256] = {}, part[256] = {};
+  constexpr CharClasses() {
+    for (int c = 0; c < 256; ++c) {
+      start[c] = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
+      part[c] = start[c] || (c >= '0' && c <= '9');
+    }
+  }
+};
+constexpr CharClasses kClasses;
+
 bool ident_start(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
+  return kClasses.start[static_cast<unsigned char>(c)];
 }
 bool ident_char(char c) {
-  return ident_start(c) || (c >= '0' && c <= '9');
+  return kClasses.part[static_cast<unsigned char>(c)];
 }
 
 // The time macros' pieces that token pasting could join into one (every substring of two or
@@ -41,6 +53,13 @@ std::string spliced(std::string_view text, bool trigraphs) {
   std::string s;
   s.reserve(text.size());
   for (size_t i = 0; i < text.size(); ++i) {
+    if (!trigraphs) {  // the run up to the next backslash, as it is
+      const void *at = std::memchr(text.data() + i, '\\', text.size() - i);
+      const size_t b = at ? size_t(static_cast<const char *>(at) - text.data()) : text.size();
+      s.append(text, i, b - i);
+      i = b;
+      if (i == text.size()) break;
+    }
     char c = text[i];
     if (trigraphs && c == '?' && i + 2 < text.size() && text[i + 1] == '?') {
       static const char kFrom[] = "=/'()!<>-", kTo[] = "#\\^[]|{}~";
@@ -67,7 +86,10 @@ void classify(std::string_view id, SourceFacts *f) {
   if (id == "__FILE__" || id == "__BASE_FILE__" || id == "__FILE_NAME__" ||
       id == "__builtin_FILE" || id == "__builtin_FILE_NAME" || id == "__builtin_source_location")
     f->path_macro = true;
-  if (id.size() <= 8 && time_pieces().count(std::string(id))) f->time_piece = true;
+  // Every piece is made of the letters of __DATE__ and __TIME__: most identifiers are not.
+  if (id.size() <= 8 && id.find_first_not_of("_DATEIM") == std::string_view::npos &&
+      time_pieces().count(std::string(id)))
+    f->time_piece = true;
 }
 
 // Skips a string or character literal starting at s[i] (the quote); returns the index after it.
