@@ -195,7 +195,8 @@ for size, label in ((65536, "64 KiB"), (1048576, "1 MiB")):
 lines += ["", "From 16 KiB on, a source keyed a second time is kept, and later keys of the same bytes",
           "(compared in full) take their digest from that copy (`src/core/digest_memo.hpp`): the rows",
           "above keep keying one source. The \"not keyed before\" rows change the source's first 16 bytes",
-          "on each key (`BM_MakeKeyFirstSight`): its BLAKE2b, and the memo's fingerprint beside it."]
+          "on each key (`BM_MakeKeyFirstSight`): its BLAKE2b and the include scan over the whole source",
+          "(here bytes of every value, a quote or `#` every few dozen: the scan's slow case)."]
 miss, hit = ns("BM_Compile/miss"), ns("BM_Compile/hit")
 lines += ["", "## Compile through the cache (real NVRTC, `examples/kernels.cu`, sqlite cache)", "",
           "| miss (NVRTC compile + store) | hit (key + lookup + metadata) | speedup |", "| --- | --- | --- |",
