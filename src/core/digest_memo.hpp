@@ -6,7 +6,7 @@
 // before the source (the schema and the digest of the program's fields) and every byte of the
 // source equal those it was computed from, compared in full, so it is the digest the hash gives.
 // A source is copied in at its second sight: the first leaves only its digest among the last 32
-// seen, so a source keyed once costs no copy and no hash beyond its own.
+// seen, so a source keyed once costs no copy and no hash beyond the one it always cost.
 #pragma once
 
 #include <cstddef>
