@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "core/raw_string.hpp"
+#include "core/source_facts.hpp"
 
 namespace progcache {
 namespace {
@@ -34,8 +35,6 @@ std::string without_trigraphs(std::string_view text) {
   return out;
 }
 
-// Removes backslash-newline splices, replaces comments by a space, and marks the bytes inside
-// string and character literals (where identifiers are not macros) in *literal.
 // The bytes clean_source looks at one by one: the rest, outside a number, are copied as runs
 // (the scan of a large source ran at ~150 MB/s copying every byte alone: bench/analysis.md).
 struct PlainBytes {
@@ -46,29 +45,10 @@ struct PlainBytes {
 };
 constexpr PlainBytes kPlain;
 
-// text without its backslash-newline and backslash-CR-newline splices.
-std::string without_splices(std::string_view text) {
-  std::string s;
-  s.reserve(text.size());
-  for (size_t i = 0; i < text.size();) {
-    const void *at = std::memchr(text.data() + i, '\\', text.size() - i);
-    const size_t b = at ? size_t(static_cast<const char *>(at) - text.data()) : text.size();
-    s.append(text, i, b - i);
-    if (b == text.size()) break;
-    if (b + 1 < text.size() && text[b + 1] == '\n') {
-      i = b + 2;
-    } else if (b + 2 < text.size() && text[b + 1] == '\r' && text[b + 2] == '\n') {
-      i = b + 3;
-    } else {
-      s += '\\';
-      i = b + 1;
-    }
-  }
-  return s;
-}
-
+// Removes backslash-newline splices, replaces comments by a space, and marks the bytes inside
+// string and character literals (where identifiers are not macros) in *literal.
 std::string clean_source(std::string_view text, std::vector<bool> *literal) {
-  const std::string s = without_splices(text);
+  const std::string s = without_line_splices(text);
   std::string out;
   out.reserve(s.size());
   literal->clear();

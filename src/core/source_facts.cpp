@@ -50,18 +50,12 @@ const std::unordered_set<std::string> &time_pieces() {
 
 // Phases one and two: trigraphs replaced (when asked) and line splices removed.
 std::string spliced(std::string_view text, bool trigraphs) {
+  if (!trigraphs) return without_line_splices(text);
   std::string s;
   s.reserve(text.size());
   for (size_t i = 0; i < text.size(); ++i) {
-    if (!trigraphs) {  // the run up to the next backslash, as it is
-      const void *at = std::memchr(text.data() + i, '\\', text.size() - i);
-      const size_t b = at ? size_t(static_cast<const char *>(at) - text.data()) : text.size();
-      s.append(text, i, b - i);
-      i = b;
-      if (i == text.size()) break;
-    }
     char c = text[i];
-    if (trigraphs && c == '?' && i + 2 < text.size() && text[i + 1] == '?') {
+    if (c == '?' && i + 2 < text.size() && text[i + 1] == '?') {
       static const char kFrom[] = "=/'()!<>-", kTo[] = "#\\^[]|{}~";
       if (const char *at = std::strchr(kFrom, text[i + 2]); at && *at) {
         c = kTo[at - kFrom];
@@ -159,6 +153,26 @@ SourceFacts lex(const std::string &s) {
 }
 
 }  // namespace
+
+std::string without_line_splices(std::string_view text) {
+  std::string s;
+  s.reserve(text.size());
+  for (size_t i = 0; i < text.size();) {
+    const void *at = std::memchr(text.data() + i, '\\', text.size() - i);
+    const size_t b = at ? size_t(static_cast<const char *>(at) - text.data()) : text.size();
+    s.append(text, i, b - i);  // the run up to the next backslash, as it is
+    if (b == text.size()) break;
+    size_t j = b + 1;
+    if (j < text.size() && text[j] == '\r') ++j;
+    if (j < text.size() && text[j] == '\n') {
+      i = j + 1;
+    } else {
+      s += '\\';
+      i = b + 1;
+    }
+  }
+  return s;
+}
 
 SourceFacts lexical_facts(std::string_view text) {
   SourceFacts f = lex(spliced(text, false));

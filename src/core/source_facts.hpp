@@ -4,6 +4,7 @@
 // backslash and trigraph line splices removed, comments and literals skipped (docs/keys.md).
 #pragma once
 
+#include <string>
 #include <string_view>
 
 namespace progcache {
@@ -24,6 +25,10 @@ struct SourceFacts {
   // The facts of every text of a compile together: can its output hold the time of day?
   bool uses_time() const { return time_macro || (paste && time_piece); }
 };
+
+// Phase two: text without its line splices (a backslash, then a newline or CR-newline). The
+// directives' lexer and this one both start from it.
+std::string without_line_splices(std::string_view text);
 
 // The facts of text; trigraph splices are honoured and ignored both (NVRTC reads trigraphs only
 // under -std=c++03/c++14), so that either reading that names a macro is found.

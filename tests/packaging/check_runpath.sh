@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Fails if an ELF file given has an empty entry in its RUNPATH or RPATH. The loader reads an
 # empty entry as the current directory, so a program run from a directory holding a libc.so.6
-# (or any library it needs) would load that file. CMake pads a build-tree RUNPATH with empty
-# entries to make room for the install RUNPATH unless told to relink at install instead
-# (CMAKE_NO_BUILTIN_CHRPATH in CMakeLists.txt). A directory given stands for the ELF files the
+# (or any library it needs) would load that file. CMake pads the RUNPATH of a build-tree binary
+# that is rewritten at install with such entries, so the CLI's installed copy is linked apart
+# (progcache-cli-installed in CMakeLists.txt). A directory given stands for the ELF files the
 # build made in it, three levels deep (not a Python environment's).
 set -euo pipefail
 files=()
