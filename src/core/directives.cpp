@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <memory>
 #include <set>
 #include <utility>
 
@@ -40,35 +41,34 @@ std::string without_trigraphs(std::string_view text) {
 struct PlainBytes {
   bool special[256] = {};
   constexpr PlainBytes() {
-    for (unsigned char c : std::string_view("/\"'R0123456789")) special[c] = true;
+    for (unsigned char c : std::string_view("/\"'R0123456789\n")) special[c] = true;
   }
 };
 constexpr PlainBytes kPlain;
 
-// Removes backslash-newline splices, replaces comments by a space, and marks the bytes inside
-// string and character literals (where identifiers are not macros) in *literal.
-std::string clean_source(std::string_view text, std::vector<bool> *literal) {
-  const std::string s = without_line_splices(text);
-  std::string out;
-  out.reserve(s.size());
+// One line of s (line splices already removed) from `from`, a line start, to the newline that
+// ends it outside comments and raw strings: comments replaced by a space, the bytes inside
+// string and character literals (where identifiers are not macros) marked in *literal. Returns
+// where the line ends (its newline, or s.size()).
+size_t clean_line(std::string_view s, size_t from, std::string *out, std::vector<bool> *literal) {
+  out->clear();
   literal->clear();
-  literal->reserve(s.size());
   auto emit = [&](char c, bool lit) {
-    out += c;
+    *out += c;
     literal->push_back(lit);
   };
   bool in_number = false;
-  for (size_t i = 0; i < s.size();) {
+  for (size_t i = from; i < s.size();) {
     if (!in_number && !kPlain.special[static_cast<unsigned char>(s[i])]) {
       size_t end = i + 1;
       while (end < s.size() && !kPlain.special[static_cast<unsigned char>(s[end])]) ++end;
-      out.append(s, i, end - i);
+      out->append(s, i, end - i);
       literal->resize(literal->size() + (end - i), false);
       i = end;
       continue;
     }
     const char c = s[i];
-    const char prev = out.empty() ? '\n' : out.back();
+    const char prev = out->empty() ? '\n' : out->back();
     if (in_number) {
       const bool exponent_sign =
           (c == '+' || c == '-') && (prev == 'e' || prev == 'E' || prev == 'p' || prev == 'P');
@@ -79,6 +79,7 @@ std::string clean_source(std::string_view text, std::vector<bool> *literal) {
       }
       in_number = false;
     }
+    if (c == '\n') return i;
     if (c == '/' && i + 1 < s.size() && s[i + 1] == '/') {
       while (i < s.size() && s[i] != '\n') ++i;
       continue;
@@ -97,13 +98,13 @@ std::string clean_source(std::string_view text, std::vector<bool> *literal) {
     }
     // Raw string literal: R"delim( ... )delim", possibly prefixed (u8R, LR, uR, UR).
     if (c == 'R' && i + 1 < s.size() && s[i + 1] == '"') {
-      size_t p = out.size();
-      while (p > 0 && ident_char(out[p - 1])) --p;
-      const std::string prefix = out.substr(p);
+      size_t p = out->size();
+      while (p > 0 && ident_char((*out)[p - 1])) --p;
+      const std::string prefix = out->substr(p);
       if (prefix.empty() || prefix == "u8" || prefix == "u" || prefix == "U" || prefix == "L") {
         const size_t open = raw_string_open(s, i + 1);
         if (open != std::string::npos) {
-          const std::string close = ")" + s.substr(i + 2, open - (i + 2)) + "\"";
+          const std::string close = ")" + std::string(s.substr(i + 2, open - (i + 2))) + "\"";
           const size_t end = s.find(close, open + 1);
           const size_t stop = end == std::string::npos ? s.size() : end + close.size();
           emit('R', false);
@@ -127,7 +128,7 @@ std::string clean_source(std::string_view text, std::vector<bool> *literal) {
     emit(c, false);
     ++i;
   }
-  return out;
+  return s.size();
 }
 
 void skip_space(std::string_view line, size_t *p) {
@@ -291,6 +292,7 @@ void parse_directive(std::string_view line, const std::vector<bool> &literal, si
   const std::string_view word = line.substr(p, q - p);
   p = q;
   skip_space(line, &p);
+  if (!is_parsed_directive(word)) return;
   if (word == "include" || word == "include_next" || word == "import" || word == "embed") {
     Directive d;
     d.kind = word == "include_next" ? DirectiveKind::include_next
@@ -309,17 +311,36 @@ void parse_directive(std::string_view line, const std::vector<bool> &literal, si
 
 }  // namespace
 
-Directives find_directives(std::string_view text) {
-  std::vector<bool> literal;
-  const std::string clean = clean_source(without_trigraphs(text), &literal);
+bool is_parsed_directive(std::string_view name) {
+  return name == "include" || name == "include_next" || name == "import" || name == "embed" ||
+         name == "if" || name == "elif" || name == "elifdef" || name == "elifndef" ||
+         name == "define";
+}
+
+struct DirectiveParser::State {
   Scan scan;
-  for (size_t start = 0; start < clean.size();) {
-    size_t end = clean.find('\n', start);
-    if (end == std::string::npos) end = clean.size();
-    parse_directive(std::string_view(clean).substr(start, end - start), literal, start, &scan);
-    start = end + 1;
-  }
-  return std::move(scan.out);
+  std::string line;
+  std::vector<bool> literal;
+};
+
+DirectiveParser::DirectiveParser() : state_(std::make_unique<State>()) {}
+DirectiveParser::~DirectiveParser() = default;
+
+size_t DirectiveParser::parse_line(std::string_view spliced, size_t start) {
+  const size_t end = clean_line(spliced, start, &state_->line, &state_->literal);
+  parse_directive(state_->line, state_->literal, 0, &state_->scan);
+  return end;
+}
+
+Directives DirectiveParser::finish() {
+  return std::move(state_->scan.out);
+}
+
+Directives find_directives_reference(std::string_view text) {
+  const std::string s = without_line_splices(without_trigraphs(text));
+  DirectiveParser parser;
+  for (size_t start = 0; start < s.size();) start = parser.parse_line(s, start) + 1;
+  return parser.finish();
 }
 
 }  // namespace progcache

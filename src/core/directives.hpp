@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -17,6 +18,7 @@ struct Directive {
   DirectiveKind kind = DirectiveKind::include;
   bool angle = false;
   std::string name;
+  bool operator==(const Directive &) const = default;
 };
 
 struct Directives {
@@ -29,10 +31,40 @@ struct Directives {
   // a wrapper from another is computed too (core/include_scan.cpp checks across files).
   std::vector<std::string> wrappers;
   std::vector<std::string> macro_calls;
+  bool operator==(const Directives &) const = default;
 };
 
 // Every directive of text. Directives may be introduced by '#', the digraph "%:" or the trigraph
-// "??="; lines may be spliced by a backslash or the trigraph "??/".
+// "??="; lines may be spliced by a backslash or the trigraph "??/". Runs the fast scan
+// (core/text_scan.hpp), which gives what the reference below gives.
 Directives find_directives(std::string_view text);
+
+// The reference: every line of the text cleaned (comments replaced, literals marked) and parsed.
+// The fast scan falls back on it for the texts it does not take, and the tests hold the two equal.
+Directives find_directives_reference(std::string_view text);
+
+// The directive names parse_line acts on (include, if, define...): a line of any other directive
+// changes nothing.
+bool is_parsed_directive(std::string_view name);
+
+// The directives of a text, one line at a time: the lines must be given in order, each from its
+// start (offset 0, or just after a newline outside comments and raw strings) in the text without
+// its line splices. Lines that are not directives may be left out: they change nothing.
+class DirectiveParser {
+ public:
+  DirectiveParser();
+  ~DirectiveParser();
+  DirectiveParser(const DirectiveParser &) = delete;
+  DirectiveParser &operator=(const DirectiveParser &) = delete;
+
+  // Parses the line of `spliced` that starts at `start`; returns where it ends (the newline
+  // outside comments and literals that ends it, or spliced.size()).
+  size_t parse_line(std::string_view spliced, size_t start);
+  Directives finish();
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
 
 }  // namespace progcache

@@ -8,6 +8,7 @@
 #include <mutex>
 #include <unordered_map>
 
+#include "core/text_scan.hpp"
 #include "util/byte_io.hpp"
 #include "util/fork_guard.hpp"
 #include "util/fsutil.hpp"
@@ -58,9 +59,10 @@ std::vector<std::string> read_strings(ByteReader &r) {
 }  // namespace
 
 FileFacts scanned_facts_of_text(std::string_view text) {
+  TextFacts scanned = scan_text(text, true);
   FileFacts f;
-  f.directives = find_directives(text);
-  f.lexical = lexical_facts(text);
+  f.directives = std::move(scanned.directives);
+  f.lexical = scanned.lexical;
   return f;
 }
 

@@ -5,29 +5,13 @@
 #include <string>
 #include <unordered_set>
 
-#include "core/raw_string.hpp"
+#include "core/lex_rules.hpp"
 
 namespace progcache {
 namespace {
 
-// One table lookup a byte: the lexer asks of every byte of a source.
-struct CharClasses {
-  bool start[256] = {}, part[256] = {};
-  constexpr CharClasses() {
-    for (int c = 0; c < 256; ++c) {
-      start[c] = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
-      part[c] = start[c] || (c >= '0' && c <= '9');
-    }
-  }
-};
-constexpr CharClasses kClasses;
-
-bool ident_start(char c) {
-  return kClasses.start[static_cast<unsigned char>(c)];
-}
-bool ident_char(char c) {
-  return kClasses.part[static_cast<unsigned char>(c)];
-}
+using lex::ident_char;
+using lex::ident_start;
 
 // The time macros' pieces that token pasting could join into one (every substring of two or
 // more characters that is not only underscores). "_T" and "_D" are left out: CUB names template
@@ -75,37 +59,7 @@ std::string spliced(std::string_view text, bool trigraphs) {
   return s;
 }
 
-void classify(std::string_view id, SourceFacts *f) {
-  if (id == "__DATE__" || id == "__TIME__" || id == "__TIMESTAMP__") f->time_macro = true;
-  if (id == "__FILE__" || id == "__BASE_FILE__" || id == "__FILE_NAME__" ||
-      id == "__builtin_FILE" || id == "__builtin_FILE_NAME" || id == "__builtin_source_location")
-    f->path_macro = true;
-  // Every piece is made of the letters of __DATE__ and __TIME__: most identifiers are not.
-  if (id.size() <= 8 && id.find_first_not_of("_DATEIM") == std::string_view::npos &&
-      time_pieces().count(std::string(id)))
-    f->time_piece = true;
-}
-
-// Skips a string or character literal starting at s[i] (the quote); returns the index after it.
-size_t skip_literal(const std::string &s, size_t i) {
-  const char quote = s[i];
-  for (++i; i < s.size() && s[i] != quote && s[i] != '\n'; ++i)
-    if (s[i] == '\\') ++i;
-  return i + 1;
-}
-
-// A raw string R"delim( ... )delim" whose R is at s[i]; returns the index after it, or i when
-// it is not one.
-size_t skip_raw_string(const std::string &s, size_t i) {
-  if (i + 1 >= s.size() || s[i + 1] != '"') return i;
-  const size_t open = raw_string_open(s, i + 1);
-  if (open == std::string::npos) return i;
-  const std::string close = ")" + s.substr(i + 2, open - (i + 2)) + "\"";
-  const size_t end = s.find(close, open + 1);
-  return end == std::string::npos ? s.size() : end + close.size();
-}
-
-SourceFacts lex(const std::string &s) {
+SourceFacts lex_text(std::string_view s) {
   SourceFacts f;
   for (size_t i = 0; i < s.size();) {
     const char c = s[i];
@@ -116,34 +70,28 @@ SourceFacts lex(const std::string &s) {
       const size_t end = s.find("*/", i + 2);
       i = end == std::string::npos ? s.size() : end + 2;
     } else if (c == '"' || c == '\'') {
-      i = skip_literal(s, i);
+      i = lex::skip_literal(s, i);
     } else if (c == '#' && i + 1 < s.size() && s[i + 1] == '#') {
       f.paste = true;
       i += 2;
     } else if (c == '%' && s.compare(i, 4, "%:%:") == 0) {
       f.paste = true;
       i += 4;
-    } else if (c >= '0' && c <= '9') {  // a pp-number, which may hold letters and signs
-      for (++i; i < s.size(); ++i) {
-        const char p = s[i - 1];
-        if (!(ident_char(s[i]) || s[i] == '.' || s[i] == '\'' ||
-              ((s[i] == '+' || s[i] == '-') && (p == 'e' || p == 'E' || p == 'p' || p == 'P'))))
-          break;
-      }
+    } else if (c >= '0' && c <= '9') {
+      i = lex::number_end(s, i);
     } else if (ident_start(c)) {
       size_t j = i;
       while (j < s.size() && ident_char(s[j])) ++j;
       const std::string_view id(s.data() + i, j - i);
       // An encoding prefix (R, u8R, LR...) before a raw string, or before a plain literal.
-      if (j < s.size() && s[j] == '"' && id.back() == 'R' &&
-          (id == "R" || id == "u8R" || id == "uR" || id == "UR" || id == "LR")) {
-        const size_t after = skip_raw_string(s, j - 1);
+      if (j < s.size() && s[j] == '"' && lex::raw_prefix(id)) {
+        const size_t after = lex::skip_raw_string(s, j - 1);
         if (after != j - 1) {
           i = after;
           continue;
         }
       }
-      classify(id, &f);
+      lex::classify(id, &f);
       i = j;
     } else {
       ++i;
@@ -153,6 +101,26 @@ SourceFacts lex(const std::string &s) {
 }
 
 }  // namespace
+
+size_t lex::skip_raw_string(std::string_view s, size_t i) {
+  if (i + 1 >= s.size() || s[i + 1] != '"') return i;
+  const size_t open = raw_string_open(s, i + 1);
+  if (open == std::string_view::npos) return i;
+  const std::string close = ")" + std::string(s.substr(i + 2, open - (i + 2))) + "\"";
+  const size_t end = s.find(close, open + 1);
+  return end == std::string_view::npos ? s.size() : end + close.size();
+}
+
+void lex::classify(std::string_view id, SourceFacts *f) {
+  if (id == "__DATE__" || id == "__TIME__" || id == "__TIMESTAMP__") f->time_macro = true;
+  if (id == "__FILE__" || id == "__BASE_FILE__" || id == "__FILE_NAME__" ||
+      id == "__builtin_FILE" || id == "__builtin_FILE_NAME" || id == "__builtin_source_location")
+    f->path_macro = true;
+  // Every piece is made of the letters of __DATE__ and __TIME__: most identifiers are not.
+  if (id.size() <= 8 && id.find_first_not_of("_DATEIM") == std::string_view::npos &&
+      time_pieces().count(std::string(id)))
+    f->time_piece = true;
+}
 
 std::string without_line_splices(std::string_view text) {
   std::string s;
@@ -174,9 +142,9 @@ std::string without_line_splices(std::string_view text) {
   return s;
 }
 
-SourceFacts lexical_facts(std::string_view text) {
-  SourceFacts f = lex(spliced(text, false));
-  if (text.find("??") != std::string_view::npos) f |= lex(spliced(text, true));
+SourceFacts lexical_facts_reference(std::string_view text) {
+  SourceFacts f = lex_text(spliced(text, false));
+  if (text.find("??") != std::string_view::npos) f |= lex_text(spliced(text, true));
   return f;
 }
 

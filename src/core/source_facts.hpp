@@ -15,6 +15,7 @@ struct SourceFacts {
   bool paste = false;       // the ## operator (or %:%:, ??=??=)
   bool path_macro = false;  // __FILE__, __BASE_FILE__, __FILE_NAME__, __builtin_FILE...
 
+  bool operator==(const SourceFacts &) const = default;
   SourceFacts &operator|=(const SourceFacts &o) {
     time_macro |= o.time_macro;
     time_piece |= o.time_piece;
@@ -31,7 +32,11 @@ struct SourceFacts {
 std::string without_line_splices(std::string_view text);
 
 // The facts of text; trigraph splices are honoured and ignored both (NVRTC reads trigraphs only
-// under -std=c++03/c++14), so that either reading that names a macro is found.
+// under -std=c++03/c++14), so that either reading that names a macro is found. Runs the fast
+// scan (core/text_scan.hpp), which gives what the reference lexer below gives.
 SourceFacts lexical_facts(std::string_view text);
+// The reference lexer, one byte at a time: the fast scan falls back on it for the texts it does
+// not take (trigraphs), and the tests hold the two equal.
+SourceFacts lexical_facts_reference(std::string_view text);
 
 }  // namespace progcache

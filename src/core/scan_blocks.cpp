@@ -1,0 +1,349 @@
+#include "core/scan_blocks.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+
+#if defined(__x86_64__)
+#include <cpuid.h>
+#include <immintrin.h>
+#endif
+
+namespace progcache::scan_blocks {
+namespace {
+
+// A byte's classes are the AND of one table indexed by its low nibble and one by its high
+// nibble, so every class is a rectangle of (high, low) nibbles: what lets PSHUFB classify 32
+// bytes with two lookups. Bytes of 0x80 and above are in none.
+constexpr uint8_t kStruct = 1;  // 0x22 " 0x23 # 0x25 % 0x27 ' 0x2F /
+constexpr uint8_t kDigit = 2;   // 0x30-0x39
+constexpr uint8_t kAlphaA = 4;  // 0x41-0x4F, 0x61-0x6F
+constexpr uint8_t kAlphaB = 8;  // 0x50-0x5A, 0x70-0x7A
+constexpr uint8_t kUnder = 16;  // 0x5F _
+constexpr uint8_t kAdeim = 32;  // A D E I M
+constexpr uint8_t kDt = 128;    // D T
+constexpr uint8_t kIdent = kDigit | kAlphaA | kAlphaB | kUnder;
+constexpr uint8_t kPiece = kUnder | kAdeim | kDt;  // _ D A T E I M
+constexpr uint8_t kAfterUnder = kUnder | kDt;      // what makes '_' a candidate
+
+struct Tables {
+  uint8_t lo[16] = {}, hi[16] = {}, cls[256] = {};
+  uint8_t lo64[64] = {}, hi64[64] = {};  // lo and hi four times: a ZMM register's four lanes
+  constexpr void add(uint8_t bit, std::initializer_list<int> his, std::initializer_list<int> los) {
+    for (int h : his) hi[h] |= bit;
+    for (int l : los) lo[l] |= bit;
+  }
+  constexpr Tables() {
+    add(kStruct, {2}, {0x2, 0x3, 0x5, 0x7, 0xF});
+    add(kDigit, {3}, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9});
+    add(kAlphaA, {4, 6}, {1, 2, 3, 4, 5, 6, 7, 8, 9, 0xA, 0xB, 0xC, 0xD, 0xE, 0xF});
+    add(kAlphaB, {5, 7}, {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 0xA});
+    add(kUnder, {5}, {0xF});
+    add(kAdeim, {4}, {0x1, 0x4, 0x5, 0x9, 0xD});
+    add(kDt, {4, 5}, {0x4});
+    for (int c = 0; c < 256; ++c) cls[c] = c < 0x80 ? uint8_t(lo[c & 15] & hi[c >> 4]) : 0;
+    for (int k = 0; k < 64; ++k) {
+      lo64[k] = lo[k & 15];
+      hi64[k] = hi[k & 15];
+    }
+  }
+};
+constexpr Tables kTables;
+
+uint8_t class_of(char c) {
+  return kTables.cls[static_cast<unsigned char>(c)];
+}
+
+// The classes of 64 bytes, one mask each.
+struct BlockBits {
+  uint64_t structural = 0, digit = 0, ident = 0, piece = 0, under = 0, after_under = 0;
+  uint64_t newline = 0, dquote = 0, squote = 0, backslash = 0;  // the bytes themselves
+};
+
+BlockBits bits_portable(const char *p) {
+  BlockBits b;
+  for (int k = 0; k < 64; ++k) {
+    const uint8_t c = class_of(p[k]);
+    const uint64_t bit = uint64_t(1) << k;
+    if (c & kStruct) b.structural |= bit;
+    if (c & kDigit) b.digit |= bit;
+    if (c & kIdent) b.ident |= bit;
+    if (c & kPiece) b.piece |= bit;
+    if (c & kUnder) b.under |= bit;
+    if (c & kAfterUnder) b.after_under |= bit;
+    if (p[k] == '\n') b.newline |= bit;
+    if (p[k] == '"') b.dquote |= bit;
+    if (p[k] == '\'') b.squote |= bit;
+    if (p[k] == '\\') b.backslash |= bit;
+  }
+  return b;
+}
+
+size_t find_any_portable(std::string_view t, size_t i, char a, char b, char c) {
+  for (; i < t.size(); ++i)
+    if (t[i] == a || t[i] == b || t[i] == c) return i;
+  return t.size();
+}
+
+size_t find_pair_portable(std::string_view t, size_t i, char a, char b) {
+  for (; i + 1 < t.size(); ++i)
+    if (t[i] == a && t[i + 1] == b) return i;
+  return t.size();
+}
+
+TextShape shape_portable(std::string_view t, size_t from, TextShape shape) {
+  for (size_t i = from; i + 1 < t.size(); ++i) {
+    shape.trigraph_pair |= t[i] == '?' && t[i + 1] == '?';
+    shape.line_splice |= t[i] == '\\' && (t[i + 1] == '\n' || t[i + 1] == '\r');
+  }
+  return shape;
+}
+
+std::atomic<Level> g_limit{Level::avx512};
+
+#if defined(__x86_64__)
+
+// CPUID only when a text is first scanned, never at load: it is slow in a VM (issue #34).
+Level detect_level() {
+  static const Level level = [] {
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & bit_OSXSAVE) || !(c & bit_AVX))
+      return Level::portable;
+    unsigned xcr0 = 0, xcr0_hi = 0;
+    __asm__("xgetbv" : "=a"(xcr0), "=d"(xcr0_hi) : "c"(0));
+    if ((xcr0 & 6) != 6 || !__get_cpuid_count(7, 0, &a, &b, &c, &d) || !(b & bit_AVX2))
+      return Level::portable;  // the OS does not save the YMM registers, or no AVX2
+    // AVX-512 BW, its registers saved (opmask, ZMM_Hi256, Hi16_ZMM).
+    if ((xcr0 & 0xE0) == 0xE0 && (b & bit_AVX512F) && (b & bit_AVX512BW)) return Level::avx512;
+    return Level::avx2;
+  }();
+  return level;
+}
+
+#define PCACHE_AVX2 __attribute__((target("avx2")))
+#define PCACHE_AVX512 __attribute__((target("avx2,avx512f,avx512bw")))
+
+PCACHE_AVX2 uint32_t mask_of(__m256i cls, uint8_t bits) {
+  const __m256i none = _mm256_cmpeq_epi8(_mm256_and_si256(cls, _mm256_set1_epi8(char(bits))),
+                                         _mm256_setzero_si256());
+  return ~uint32_t(_mm256_movemask_epi8(none));
+}
+
+PCACHE_AVX2 BlockBits bits_avx2(const char *p) {
+  const __m256i lo = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)kTables.lo));
+  const __m256i hi = _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)kTables.hi));
+  const __m256i nibble = _mm256_set1_epi8(0x0F);
+  BlockBits b;
+  for (int half = 0; half < 2; ++half) {
+    const __m256i v = _mm256_loadu_si256((const __m256i *)(p + 32 * half));
+    const __m256i cls = _mm256_and_si256(
+        _mm256_shuffle_epi8(lo, _mm256_and_si256(v, nibble)),
+        _mm256_shuffle_epi8(hi, _mm256_and_si256(_mm256_srli_epi16(v, 4), nibble)));
+    const int shift = 32 * half;
+    b.structural |= uint64_t(mask_of(cls, kStruct)) << shift;
+    b.digit |= uint64_t(mask_of(cls, kDigit)) << shift;
+    b.ident |= uint64_t(mask_of(cls, kIdent)) << shift;
+    b.piece |= uint64_t(mask_of(cls, kPiece)) << shift;
+    b.under |= uint64_t(mask_of(cls, kUnder)) << shift;
+    b.after_under |= uint64_t(mask_of(cls, kAfterUnder)) << shift;
+    auto bytes = [&](char c) PCACHE_AVX2 {
+      return uint64_t(uint32_t(_mm256_movemask_epi8(_mm256_cmpeq_epi8(v, _mm256_set1_epi8(c)))))
+             << shift;
+    };
+    b.newline |= bytes('\n');
+    b.dquote |= bytes('"');
+    b.squote |= bytes('\'');
+    b.backslash |= bytes('\\');
+  }
+  return b;
+}
+
+PCACHE_AVX512 BlockBits bits_avx512(const char *p) {
+  const __m512i lo = _mm512_loadu_si512(kTables.lo64);
+  const __m512i hi = _mm512_loadu_si512(kTables.hi64);
+  const __m512i nibble = _mm512_set1_epi8(0x0F);
+  const __m512i v = _mm512_loadu_si512(p);
+  const __m512i cls =
+      _mm512_and_si512(_mm512_shuffle_epi8(lo, _mm512_and_si512(v, nibble)),
+                       _mm512_shuffle_epi8(hi, _mm512_and_si512(_mm512_srli_epi16(v, 4), nibble)));
+  auto mask = [&](uint8_t bits) PCACHE_AVX512 {
+    return uint64_t(_mm512_test_epi8_mask(cls, _mm512_set1_epi8(char(bits))));
+  };
+  BlockBits b;
+  b.structural = mask(kStruct);
+  b.digit = mask(kDigit);
+  b.ident = mask(kIdent);
+  b.piece = mask(kPiece);
+  b.under = mask(kUnder);
+  b.after_under = mask(kAfterUnder);
+  b.newline = _mm512_cmpeq_epi8_mask(v, _mm512_set1_epi8('\n'));
+  b.dquote = _mm512_cmpeq_epi8_mask(v, _mm512_set1_epi8('"'));
+  b.squote = _mm512_cmpeq_epi8_mask(v, _mm512_set1_epi8('\''));
+  b.backslash = _mm512_cmpeq_epi8_mask(v, _mm512_set1_epi8('\\'));
+  return b;
+}
+
+PCACHE_AVX2 TextShape shape_avx2(std::string_view t) {
+  __m256i pairs = _mm256_setzero_si256(), splices = _mm256_setzero_si256();
+  size_t i = 0;
+  for (; i + 33 <= t.size(); i += 32) {
+    const __m256i v = _mm256_loadu_si256((const __m256i *)(t.data() + i));
+    const __m256i w = _mm256_loadu_si256((const __m256i *)(t.data() + i + 1));
+    pairs = _mm256_or_si256(pairs, _mm256_and_si256(_mm256_cmpeq_epi8(v, _mm256_set1_epi8('?')),
+                                                    _mm256_cmpeq_epi8(w, _mm256_set1_epi8('?'))));
+    const __m256i newline = _mm256_or_si256(_mm256_cmpeq_epi8(w, _mm256_set1_epi8('\n')),
+                                            _mm256_cmpeq_epi8(w, _mm256_set1_epi8('\r')));
+    splices = _mm256_or_si256(
+        splices, _mm256_and_si256(_mm256_cmpeq_epi8(v, _mm256_set1_epi8('\\')), newline));
+  }
+  TextShape shape;
+  shape.trigraph_pair = !_mm256_testz_si256(pairs, pairs);
+  shape.line_splice = !_mm256_testz_si256(splices, splices);
+  return shape_portable(t, i, shape);
+}
+
+PCACHE_AVX512 TextShape shape_avx512(std::string_view t) {
+  uint64_t pairs = 0, splices = 0;
+  size_t i = 0;
+  for (; i + 65 <= t.size(); i += 64) {
+    const __m512i v = _mm512_loadu_si512(t.data() + i);
+    const __m512i w = _mm512_loadu_si512(t.data() + i + 1);
+    pairs |= _mm512_mask_cmpeq_epi8_mask(_mm512_cmpeq_epi8_mask(v, _mm512_set1_epi8('?')), w,
+                                         _mm512_set1_epi8('?'));
+    const __mmask64 backslash = _mm512_cmpeq_epi8_mask(v, _mm512_set1_epi8('\\'));
+    splices |= _mm512_mask_cmpeq_epi8_mask(backslash, w, _mm512_set1_epi8('\n')) |
+               _mm512_mask_cmpeq_epi8_mask(backslash, w, _mm512_set1_epi8('\r'));
+  }
+  TextShape shape;
+  shape.trigraph_pair = pairs != 0;
+  shape.line_splice = splices != 0;
+  return shape_portable(t, i, shape);
+}
+
+PCACHE_AVX2 size_t find_any_avx2(std::string_view t, size_t i, char a, char b, char c) {
+  const __m256i va = _mm256_set1_epi8(a), vb = _mm256_set1_epi8(b), vc = _mm256_set1_epi8(c);
+  for (; i + 32 <= t.size(); i += 32) {
+    const __m256i v = _mm256_loadu_si256((const __m256i *)(t.data() + i));
+    const __m256i hit =
+        _mm256_or_si256(_mm256_or_si256(_mm256_cmpeq_epi8(v, va), _mm256_cmpeq_epi8(v, vb)),
+                        _mm256_cmpeq_epi8(v, vc));
+    if (const uint32_t m = uint32_t(_mm256_movemask_epi8(hit))) return i + size_t(__builtin_ctz(m));
+  }
+  return find_any_portable(t, i, a, b, c);
+}
+
+// A masked load reads no byte past the end (nor faults there), so the tail needs no second loop.
+PCACHE_AVX512 size_t find_any_avx512(std::string_view t, size_t i, char a, char b, char c) {
+  const __m512i va = _mm512_set1_epi8(a), vb = _mm512_set1_epi8(b), vc = _mm512_set1_epi8(c);
+  for (; i < t.size(); i += 64) {
+    const size_t left = t.size() - i;
+    const __mmask64 in = left >= 64 ? ~__mmask64(0) : (__mmask64(1) << left) - 1;
+    const __m512i v = _mm512_maskz_loadu_epi8(in, t.data() + i);
+    const uint64_t m = (_mm512_cmpeq_epi8_mask(v, va) | _mm512_cmpeq_epi8_mask(v, vb) |
+                        _mm512_cmpeq_epi8_mask(v, vc)) &
+                       in;
+    if (m) return i + size_t(__builtin_ctzll(m));
+  }
+  return t.size();
+}
+
+PCACHE_AVX2 size_t find_pair_avx2(std::string_view t, size_t i, char a, char b) {
+  const __m256i va = _mm256_set1_epi8(a), vb = _mm256_set1_epi8(b);
+  for (; i + 33 <= t.size(); i += 32) {
+    const __m256i v = _mm256_loadu_si256((const __m256i *)(t.data() + i));
+    const __m256i w = _mm256_loadu_si256((const __m256i *)(t.data() + i + 1));
+    const __m256i hit = _mm256_and_si256(_mm256_cmpeq_epi8(v, va), _mm256_cmpeq_epi8(w, vb));
+    if (const uint32_t m = uint32_t(_mm256_movemask_epi8(hit))) return i + size_t(__builtin_ctz(m));
+  }
+  return find_pair_portable(t, i, a, b);
+}
+
+PCACHE_AVX512 size_t find_pair_avx512(std::string_view t, size_t i, char a, char b) {
+  const __m512i va = _mm512_set1_epi8(a), vb = _mm512_set1_epi8(b);
+  for (; i + 65 <= t.size(); i += 64) {
+    const __m512i v = _mm512_loadu_si512(t.data() + i);
+    const __m512i w = _mm512_loadu_si512(t.data() + i + 1);
+    if (const uint64_t m = _mm512_mask_cmpeq_epi8_mask(_mm512_cmpeq_epi8_mask(v, va), w, vb))
+      return i + size_t(__builtin_ctzll(m));
+  }
+  return find_pair_avx2(t, i, a, b);
+}
+
+#endif
+
+TextShape shape_of_portable(std::string_view t) {
+  return shape_portable(t, 0, TextShape{});
+}
+
+// The block of 64 bytes at `at`, from the classes Bits gives.
+template <BlockBits (*Bits)(const char *)>
+Block block_with(std::string_view text, size_t at) {
+  const char *p = text.data() + at;
+  const size_t left = text.size() - at;
+  char tail[64];
+  if (left < 64) {  // the bytes past the end are NUL, which is in no class
+    std::memset(tail, 0, sizeof tail);
+    std::memcpy(tail, p, left);
+    p = tail;
+  }
+  const BlockBits b = Bits(p);
+  const uint8_t before = at > 0 ? class_of(text[at - 1]) : 0;
+  const uint8_t after = left > 64 ? class_of(text[at + 64]) : 0;
+  const uint64_t starts = ~((b.ident << 1) | uint64_t((before & kIdent) != 0));
+  const uint64_t piece_next = (b.piece >> 1) | (uint64_t((after & kPiece) != 0) << 63);
+  const uint64_t after_under_next =
+      (b.after_under >> 1) | (uint64_t((after & kAfterUnder) != 0) << 63);
+  Block out;
+  out.events = b.structural | (b.digit & starts) | (b.piece & ~b.under & starts & piece_next) |
+               (b.under & starts & after_under_next);
+  out.newline = b.newline;
+  out.dquote = b.dquote;
+  out.squote = b.squote;
+  out.backslash = b.backslash;
+  return out;
+}
+
+constexpr Kernels kPortable{shape_of_portable, block_with<bits_portable>, find_any_portable,
+                            find_pair_portable};
+#if defined(__x86_64__)
+// Texts shorter than one vector are shaped by the portable loop.
+PCACHE_AVX2 TextShape shape_of_avx2(std::string_view t) {
+  return t.size() >= 64 ? shape_avx2(t) : shape_of_portable(t);
+}
+PCACHE_AVX512 TextShape shape_of_avx512(std::string_view t) {
+  return t.size() >= 65 ? shape_avx512(t) : shape_of_portable(t);
+}
+constexpr Kernels kAvx2{shape_of_avx2, block_with<bits_avx2>, find_any_avx2, find_pair_avx2};
+constexpr Kernels kAvx512{shape_of_avx512, block_with<bits_avx512>, find_any_avx512,
+                          find_pair_avx512};
+#endif
+
+}  // namespace
+
+Level cpu_level() {
+#if defined(__x86_64__)
+  return detect_level();
+#else
+  return Level::portable;
+#endif
+}
+
+void limit_level(Level level) {
+  g_limit.store(level);
+}
+
+const Kernels &kernels() {
+#if defined(__x86_64__)
+  switch (std::min(cpu_level(), g_limit.load(std::memory_order_relaxed))) {
+    case Level::avx512:
+      return kAvx512;
+    case Level::avx2:
+      return kAvx2;
+    case Level::portable:
+      break;
+  }
+#endif
+  return kPortable;
+}
+
+}  // namespace progcache::scan_blocks
