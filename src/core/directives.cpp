@@ -257,6 +257,9 @@ void scan_define(std::string_view line, size_t p, const std::vector<bool> &liter
   const std::string name(line.substr(p, q - p));
   if (name.empty()) return;  // "#define (x) ...": no macro, an error NVRTC reports
   const bool function_like = q < line.size() && line[q] == '(';
+  // Most bodies name no wrapper: looking up each of their identifiers was most of a header's scan.
+  if (scan->out.wrappers.empty() && line.find("__has_include", q) == std::string_view::npos)
+    return;
   std::vector<std::pair<std::string_view, size_t>> uses;  // (wrapper, where)
   for_each_identifier(line, literal, line_start, q, [&](std::string_view word, size_t at, size_t) {
     if (scan->wrappers.count(word)) uses.emplace_back(word, at);
@@ -330,6 +333,17 @@ size_t DirectiveParser::parse_line(std::string_view spliced, size_t start) {
   const size_t end = clean_line(spliced, start, &state_->line, &state_->literal);
   parse_directive(state_->line, state_->literal, 0, &state_->scan);
   return end;
+}
+
+bool DirectiveParser::may_act_on(std::string_view name, std::string_view line) const {
+  if (!is_parsed_directive(name)) return false;
+  if (line.find_first_of("/\"'") != std::string_view::npos) return true;  // it may go on
+  if (name == "define")
+    return !state_->scan.out.wrappers.empty() ||
+           line.find("__has_include") != std::string_view::npos;
+  if (name == "if" || name == "elif" || name == "elifdef" || name == "elifndef")
+    return line.find_first_of("(<") != std::string_view::npos;  // a call, or a header name
+  return true;
 }
 
 Directives DirectiveParser::finish() {

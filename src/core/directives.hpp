@@ -60,6 +60,11 @@ class DirectiveParser {
   // Parses the line of `spliced` that starts at `start`; returns where it ends (the newline
   // outside comments and literals that ends it, or spliced.size()).
   size_t parse_line(std::string_view spliced, size_t start);
+  // Whether parsing the directive `name` whose line, from its mark to its newline, is `line`
+  // could change what is found: false for a name it ignores, a #define that names no wrapper, a
+  // condition with no call or header name. A line that may go on past its newline (a comment or a
+  // literal in it) is always true.
+  bool may_act_on(std::string_view name, std::string_view line) const;
   Directives finish();
 
  private:

@@ -1,6 +1,7 @@
 #include "core/scan_blocks.hpp"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cstring>
 
@@ -60,23 +61,38 @@ struct BlockBits {
   uint64_t newline = 0, dquote = 0, squote = 0, backslash = 0;  // the bytes themselves
 };
 
-BlockBits bits_portable(const char *p) {
-  BlockBits b;
-  for (int k = 0; k < 64; ++k) {
-    const uint8_t c = class_of(p[k]);
-    const uint64_t bit = uint64_t(1) << k;
-    if (c & kStruct) b.structural |= bit;
-    if (c & kDigit) b.digit |= bit;
-    if (c & kIdent) b.ident |= bit;
-    if (c & kPiece) b.piece |= bit;
-    if (c & kUnder) b.under |= bit;
-    if (c & kAfterUnder) b.after_under |= bit;
-    if (p[k] == '\n') b.newline |= bit;
-    if (p[k] == '"') b.dquote |= bit;
-    if (p[k] == '\'') b.squote |= bit;
-    if (p[k] == '\\') b.backslash |= bit;
-  }
-  return b;
+// The block from its bytes' classes and those of the bytes either side (0 past the ends).
+// Inlined into each kernel, whatever its target.
+inline __attribute__((always_inline)) Block combine(const BlockBits &b, uint8_t before,
+                                                    uint8_t after) {
+  const uint64_t starts = ~((b.ident << 1) | uint64_t((before & kIdent) != 0));
+  const uint64_t piece_next = (b.piece >> 1) | (uint64_t((after & kPiece) != 0) << 63);
+  const uint64_t after_under_next =
+      (b.after_under >> 1) | (uint64_t((after & kAfterUnder) != 0) << 63);
+  Block out;
+  out.events = b.structural | (b.digit & starts) | (b.piece & ~b.under & starts & piece_next) |
+               (b.under & starts & after_under_next);
+  out.newline = b.newline;
+  out.dquote = b.dquote;
+  out.squote = b.squote;
+  out.backslash = b.backslash;
+  return out;
+}
+
+uint8_t class_before(std::string_view text, size_t at) {
+  return at > 0 ? class_of(text[at - 1]) : 0;
+}
+uint8_t class_after(std::string_view text, size_t at) {
+  return text.size() - at > 64 ? class_of(text[at + 64]) : 0;
+}
+
+// The 64 bytes at `at`, the bytes past the end NUL (which is in no class).
+inline __attribute__((always_inline)) const char *padded(std::string_view text, size_t at,
+                                                         char (&tail)[64]) {
+  if (text.size() - at >= 64) return text.data() + at;
+  std::memset(tail, 0, sizeof tail);
+  std::memcpy(tail, text.data() + at, text.size() - at);
+  return tail;
 }
 
 size_t find_any_portable(std::string_view t, size_t i, char a, char b, char c) {
@@ -158,16 +174,22 @@ PCACHE_AVX2 BlockBits bits_avx2(const char *p) {
   return b;
 }
 
-PCACHE_AVX512 BlockBits bits_avx512(const char *p) {
+// A masked load reads no byte past the end (nor faults there): the tail needs no copy.
+PCACHE_AVX512 Block block_avx512(std::string_view text, size_t at) {
+  const size_t left = text.size() - at;
+  const __mmask64 in = left >= 64 ? ~__mmask64(0) : (__mmask64(1) << left) - 1;
+  const __m512i v = _mm512_maskz_loadu_epi8(in, text.data() + at);
   const __m512i lo = _mm512_loadu_si512(kTables.lo64);
   const __m512i hi = _mm512_loadu_si512(kTables.hi64);
   const __m512i nibble = _mm512_set1_epi8(0x0F);
-  const __m512i v = _mm512_loadu_si512(p);
   const __m512i cls =
       _mm512_and_si512(_mm512_shuffle_epi8(lo, _mm512_and_si512(v, nibble)),
                        _mm512_shuffle_epi8(hi, _mm512_and_si512(_mm512_srli_epi16(v, 4), nibble)));
   auto mask = [&](uint8_t bits) PCACHE_AVX512 {
     return uint64_t(_mm512_test_epi8_mask(cls, _mm512_set1_epi8(char(bits))));
+  };
+  auto bytes = [&](char c) PCACHE_AVX512 {
+    return uint64_t(_mm512_mask_cmpeq_epi8_mask(in, v, _mm512_set1_epi8(c)));
   };
   BlockBits b;
   b.structural = mask(kStruct);
@@ -176,11 +198,16 @@ PCACHE_AVX512 BlockBits bits_avx512(const char *p) {
   b.piece = mask(kPiece);
   b.under = mask(kUnder);
   b.after_under = mask(kAfterUnder);
-  b.newline = _mm512_cmpeq_epi8_mask(v, _mm512_set1_epi8('\n'));
-  b.dquote = _mm512_cmpeq_epi8_mask(v, _mm512_set1_epi8('"'));
-  b.squote = _mm512_cmpeq_epi8_mask(v, _mm512_set1_epi8('\''));
-  b.backslash = _mm512_cmpeq_epi8_mask(v, _mm512_set1_epi8('\\'));
-  return b;
+  b.newline = bytes('\n');
+  b.dquote = bytes('"');
+  b.squote = bytes('\'');
+  b.backslash = bytes('\\');
+  return combine(b, class_before(text, at), class_after(text, at));
+}
+
+PCACHE_AVX2 Block block_avx2(std::string_view text, size_t at) {
+  char tail[64];
+  return combine(bits_avx2(padded(text, at, tail)), class_before(text, at), class_after(text, at));
 }
 
 PCACHE_AVX2 TextShape shape_avx2(std::string_view t) {
@@ -275,35 +302,41 @@ TextShape shape_of_portable(std::string_view t) {
   return shape_portable(t, 0, TextShape{});
 }
 
-// The block of 64 bytes at `at`, from the classes Bits gives.
-template <BlockBits (*Bits)(const char *)>
-Block block_with(std::string_view text, size_t at) {
-  const char *p = text.data() + at;
-  const size_t left = text.size() - at;
-  char tail[64];
-  if (left < 64) {  // the bytes past the end are NUL, which is in no class
-    std::memset(tail, 0, sizeof tail);
-    std::memcpy(tail, p, left);
-    p = tail;
-  }
-  const BlockBits b = Bits(p);
-  const uint8_t before = at > 0 ? class_of(text[at - 1]) : 0;
-  const uint8_t after = left > 64 ? class_of(text[at + 64]) : 0;
-  const uint64_t starts = ~((b.ident << 1) | uint64_t((before & kIdent) != 0));
-  const uint64_t piece_next = (b.piece >> 1) | (uint64_t((after & kPiece) != 0) << 63);
-  const uint64_t after_under_next =
-      (b.after_under >> 1) | (uint64_t((after & kAfterUnder) != 0) << 63);
+// One byte at a time, the bytes no mask holds (most letters, spaces) passed over by one lookup.
+Block block_portable(std::string_view text, size_t at) {
+  enum : uint8_t { kEvent = 1, kNumber = 2, kLetter = 4, kLow = 8, kNl = 16, kDq = 32, kSq = 64 };
+  static constexpr auto kWatch = [] {
+    std::array<uint8_t, 256> w{};
+    for (unsigned char c : std::string_view("/\"'#%")) w[c] |= kEvent;
+    for (unsigned char c = '0'; c <= '9'; ++c) w[c] |= kNumber;
+    for (unsigned char c : std::string_view("ADEIMT")) w[c] |= kLetter;
+    w['_'] |= kLow;
+    w['\n'] |= kNl;
+    w['"'] |= kDq;
+    w['\''] |= kSq;
+    w['\\'] |= 128;
+    return w;
+  }();
   Block out;
-  out.events = b.structural | (b.digit & starts) | (b.piece & ~b.under & starts & piece_next) |
-               (b.under & starts & after_under_next);
-  out.newline = b.newline;
-  out.dquote = b.dquote;
-  out.squote = b.squote;
-  out.backslash = b.backslash;
+  const size_t end = std::min(text.size(), at + 64);
+  for (size_t i = at; i < end; ++i) {
+    const uint8_t w = kWatch[static_cast<unsigned char>(text[i])];
+    if (w == 0) continue;
+    const uint64_t bit = uint64_t(1) << (i - at);
+    if (w & kNl) out.newline |= bit;
+    if (w & kDq) out.dquote |= bit;
+    if (w & kSq) out.squote |= bit;
+    if (w & 128) out.backslash |= bit;
+    if (w & kEvent) out.events |= bit;
+    if (!(w & (kNumber | kLetter | kLow)) || (i > 0 && (class_of(text[i - 1]) & kIdent))) continue;
+    const uint8_t next = i + 1 < text.size() ? class_of(text[i + 1]) : 0;
+    if ((w & kNumber) || ((w & kLetter) && (next & kPiece)) || ((w & kLow) && (next & kAfterUnder)))
+      out.events |= bit;
+  }
   return out;
 }
 
-constexpr Kernels kPortable{shape_of_portable, block_with<bits_portable>, find_any_portable,
+constexpr Kernels kPortable{shape_of_portable, block_portable, find_any_portable,
                             find_pair_portable};
 #if defined(__x86_64__)
 // Texts shorter than one vector are shaped by the portable loop.
@@ -313,9 +346,8 @@ PCACHE_AVX2 TextShape shape_of_avx2(std::string_view t) {
 PCACHE_AVX512 TextShape shape_of_avx512(std::string_view t) {
   return t.size() >= 65 ? shape_avx512(t) : shape_of_portable(t);
 }
-constexpr Kernels kAvx2{shape_of_avx2, block_with<bits_avx2>, find_any_avx2, find_pair_avx2};
-constexpr Kernels kAvx512{shape_of_avx512, block_with<bits_avx512>, find_any_avx512,
-                          find_pair_avx512};
+constexpr Kernels kAvx2{shape_of_avx2, block_avx2, find_any_avx2, find_pair_avx2};
+constexpr Kernels kAvx512{shape_of_avx512, block_avx512, find_any_avx512, find_pair_avx512};
 #endif
 
 }  // namespace

@@ -123,10 +123,9 @@ class Scan {
   }
 
   // '#' or "%:" at p: when only spaces and comments come before it on its line, the line is a
-  // directive's, and the parser is given it unless its name is one the parser does nothing for
-  // (#endif, #pragma...: most of a header's lines).
+  // directive's, and the parser is given it unless it could change nothing (most of a header's
+  // lines: #endif, #pragma, a #define of no wrapper...).
   void on_mark(size_t p) {
-    if (!names_a_parsed_directive(p + (s_[p] == '#' ? 1 : 2))) return;
     size_t q = p;
     for (size_t k = comments_.size();;) {
       while (q > 0 && is_space(s_[q - 1])) --q;
@@ -134,17 +133,20 @@ class Scan {
       if (k == 0 || comments_[k - 1].end != q) return;
       q = comments_[--k].start;
     }
-    lines_->parse_line(s_, q);
+    if (may_act_on(p)) lines_->parse_line(s_, q);
   }
 
-  // Whether the directive whose name may start at `at` (after its mark) is one the parser acts on;
-  // true also when a comment comes first, whose end the parser finds.
-  bool names_a_parsed_directive(size_t at) const {
+  // Whether the parser could act on the directive whose mark is at p: false for one it ignores
+  // (#endif, #pragma...) and one whose line shows it changes nothing (DirectiveParser::may_act_on);
+  // true also when a comment comes before the name, whose end the parser finds.
+  bool may_act_on(size_t p) const {
+    size_t at = p + (s_[p] == '#' ? 1 : 2);
     while (at < s_.size() && is_space(s_[at])) ++at;
     if (at < s_.size() && s_[at] == '/') return true;
     size_t end = at;
     while (end < s_.size() && ident_char(s_[end])) ++end;
-    return is_parsed_directive(s_.substr(at, end - at));
+    const size_t nl = std::min(s_.find('\n', end), s_.size());
+    return lines_->may_act_on(s_.substr(at, end - at), s_.substr(end, nl - end));
   }
 
   struct Comment {
