@@ -258,8 +258,7 @@ void scan_define(std::string_view line, size_t p, const std::vector<bool> &liter
   if (name.empty()) return;  // "#define (x) ...": no macro, an error NVRTC reports
   const bool function_like = q < line.size() && line[q] == '(';
   // Most bodies name no wrapper: looking up each of their identifiers was most of a header's scan.
-  if (scan->out.wrappers.empty() && line.find("__has_include", q) == std::string_view::npos)
-    return;
+  if (scan->out.wrappers.empty() && line.find("__has_include", q) == std::string_view::npos) return;
   std::vector<std::pair<std::string_view, size_t>> uses;  // (wrapper, where)
   for_each_identifier(line, literal, line_start, q, [&](std::string_view word, size_t at, size_t) {
     if (scan->wrappers.count(word)) uses.emplace_back(word, at);
