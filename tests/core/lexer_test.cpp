@@ -57,6 +57,11 @@ TEST(Directives, HeaderNamesTheScanCannotKnowAreComputed) {
   EXPECT_EQ(literal.computed, "");
   ASSERT_EQ(literal.names.size(), 1u);
   EXPECT_EQ(literal.names[0].name, "p.h");
+  // A wrapper of a wrapper is one too, though its body names no __has_include.
+  const auto twice = find_directives(
+      "#define HAS(x) __has_include(x)\n#define HAS_TOO(y) HAS(y)\n#if HAS_TOO(OPT)\n#endif\n");
+  EXPECT_NE(twice.computed, "");
+  EXPECT_EQ(twice.wrappers, (std::vector<std::string>{"HAS", "HAS_TOO"}));
   // A call in one file of a wrapper defined in another is found across them (core/include_scan).
   const auto caller = find_directives("#if HAS2(OPT)\n#endif\n");
   EXPECT_EQ(caller.macro_calls, std::vector<std::string>{"HAS2"});

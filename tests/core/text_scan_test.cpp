@@ -71,6 +71,17 @@ std::string random_text(std::mt19937 &rng) {
                                                   "#include_next <i.h>",
                                                   "#elif V(<j>)",
                                                   "#define O __has_include(\"k.h\")",
+                                                  "#define W2(y) W(y)",
+                                                  "#if W2(Y)",
+                                                  "#if ",
+                                                  "#elif ",
+                                                  "#define ",
+                                                  "<x/y.h>",
+                                                  "\"q.h\"",
+                                                  "__has_include",
+                                                  "W",
+                                                  "W2",
+                                                  "HAS",
                                                   "__DATE__",
                                                   "__TIME__",
                                                   "__TIMESTAMP__",
@@ -301,10 +312,12 @@ TEST(TextScan, GivesWhatTheReferenceLexersGiveAtTheirEdges) {
            "#define P(a, b) a##b\nP(__TI, ME__)\n",  // paste and pieces
            "%:define Q(a) a %:%: b\nDATE\n",
            "// #include <in_line_comment.h>\n#include <real.h>\n",
-           "#define A \\\n __DATE__\n#include \\\n <spliced.h>\n",  // splices removed first
-           "\"a\\\\\\\n\n#include <made_by_a_splice.h>\n\"",        // falls back: \ before \n
-           "?\?=include <trigraph.h>\n",                            // falls back: trigraphs
-           std::string(63, ' ') + "__TIME__",                       // across a block's end
+           "#define A \\\n __DATE__\n#include \\\n <spliced.h>\n",       // splices removed first
+           "\"a\\\\\\\n\n#include <made_by_a_splice.h>\n\"",             // falls back: \ before \n
+           "?\?=include <trigraph.h>\n",                                 // falls back: trigraphs
+           "#if X < Y\n#if A <probed.h>\n#elif B > \"probed_too.h\"\n",  // no call
+           "#define W(x) __has_include(x)\n#define W2(y) W(y)\n#if W2(Y)\n",  // wrapper's wrapper
+           std::string(63, ' ') + "__TIME__",  // across a block's end
            std::string(64, ';') + "_DATE__" + std::string(60, ' ') + "##",
        })
     expect_same_as_reference(text);
