@@ -192,11 +192,20 @@ for size, label in ((65536, "64 KiB"), (1048576, "1 MiB")):
     lines.append("| %s, a source not keyed before | %s | %s | %s |" % (label, fmt_time(k), fmt_time(b), (
         "%.2f× %s" % (r, verdict(r, 1.1, what="`pcache_make_key` of a new source / raw BLAKE2b, %s" % label)))
         if r else "n/a"))
+for size, label in ((65536, "64 KiB"), (1048576, "1 MiB")):
+    k, b = ns("BM_MakeKeyFirstSightHeaders/%d" % size), ns("BM_RawBlake2b/%d" % size)
+    r = ratio(k, b)
+    lines.append("| %s of the toolkit's headers, not keyed before | %s | %s | %s |" % (
+        label, fmt_time(k), fmt_time(b), ("%.2f× %s" % (r, verdict(
+            r, 1.1, what="`pcache_make_key` of a new source of real headers / raw BLAKE2b, %s" % label)))
+        if r else "n/a"))
 lines += ["", "From 16 KiB on, a source keyed a second time is kept, and later keys of the same bytes",
           "(compared in full) take their digest from that copy (`src/core/digest_memo.hpp`): the rows",
           "above keep keying one source. The \"not keyed before\" rows change the source's first 16 bytes",
           "on each key (`BM_MakeKeyFirstSight`): its BLAKE2b and the include scan over the whole source",
-          "(here bytes of every value, a quote or `#` every few dozen: the scan's slow case)."]
+          "(here bytes of every value, a quote or `#` every few dozen). The toolkit's headers rows key",
+          "the CUDA toolkit's own headers, concatenated in path order without their lines that name a",
+          "header (`BM_MakeKeyFirstSightHeaders`): real C++ with its comments, macros and directives."]
 miss, hit = ns("BM_Compile/miss"), ns("BM_Compile/hit")
 lines += ["", "## Compile through the cache (real NVRTC, `examples/kernels.cu`, sqlite cache)", "",
           "| miss (NVRTC compile + store) | hit (key + lookup + metadata) | speedup |", "| --- | --- | --- |",

@@ -132,9 +132,7 @@ size_t clean_line(std::string_view s, size_t from, std::string *out, std::vector
 }
 
 void skip_space(std::string_view line, size_t *p) {
-  while (*p < line.size() && (line[*p] == ' ' || line[*p] == '\t' || line[*p] == '\f' ||
-                              line[*p] == '\v' || line[*p] == '\r'))
-    ++*p;
+  while (*p < line.size() && is_directive_space(line[*p])) ++*p;
 }
 
 // Longer names open no file (ENAMETOOLONG), so the closing character is looked for no further:
@@ -334,6 +332,27 @@ size_t DirectiveParser::parse_line(std::string_view spliced, size_t start) {
   return end;
 }
 
+namespace {
+
+// Whether the rest of a condition's line (no literal in it) after its directive's name has a
+// '(' after an identifier that may be a macro's name: any but `defined`, which no text makes a
+// wrapper (else every one counts). The parser reads "#if (" as a call of `if`: so does this.
+bool calls_a_macro(std::string_view line, const Scan &scan) {
+  for (size_t open = line.find('('); open != std::string_view::npos;
+       open = line.find('(', open + 1)) {
+    size_t end = open;
+    while (end > 0 && is_directive_space(line[end - 1])) --end;
+    size_t start = end;
+    while (start > 0 && ident_char(line[start - 1])) --start;
+    if (start == end && end == 0) return true;  // the directive's name
+    if (start == end) continue;                 // "(a || b)": no call
+    if (line.substr(start, end - start) != "defined" || !scan.out.wrappers.empty()) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
 bool DirectiveParser::may_act_on(std::string_view name, std::string_view line) const {
   if (!is_parsed_directive(name)) return false;
   if (line.find_first_of("/\"'") != std::string_view::npos) return true;  // it may go on
@@ -341,7 +360,7 @@ bool DirectiveParser::may_act_on(std::string_view name, std::string_view line) c
     return !state_->scan.out.wrappers.empty() ||
            line.find("__has_include") != std::string_view::npos;
   if (name == "if" || name == "elif" || name == "elifdef" || name == "elifndef")
-    return line.find_first_of("(<") != std::string_view::npos;  // a call, or a header name
+    return line.find('<') != std::string_view::npos || calls_a_macro(line, state_->scan);
   return true;
 }
 

@@ -43,6 +43,11 @@ Directives find_directives(std::string_view text);
 // The fast scan falls back on it for the texts it does not take, and the tests hold the two equal.
 Directives find_directives_reference(std::string_view text);
 
+// The spaces a directive's line may hold between its tokens (a newline ends the line).
+inline bool is_directive_space(char c) {
+  return c == ' ' || c == '\t' || c == '\f' || c == '\v' || c == '\r';
+}
+
 // The directive names parse_line acts on (include, if, define...): a line of any other directive
 // changes nothing.
 bool is_parsed_directive(std::string_view name);
@@ -60,10 +65,10 @@ class DirectiveParser {
   // Parses the line of `spliced` that starts at `start`; returns where it ends (the newline
   // outside comments and literals that ends it, or spliced.size()).
   size_t parse_line(std::string_view spliced, size_t start);
-  // Whether parsing the directive `name` whose line, from its mark to its newline, is `line`
-  // could change what is found: false for a name it ignores, a #define that names no wrapper, a
-  // condition with no call or header name. A line that may go on past its newline (a comment or a
-  // literal in it) is always true.
+  // Whether parsing the directive `name`, the rest of whose line (after the name, to the newline)
+  // is `line`, could change what is found: false for a name it ignores, a #define that names no
+  // wrapper, a condition with no call or header name. A line that may go on past its newline (a
+  // comment or a literal in it) is always true.
   bool may_act_on(std::string_view name, std::string_view line) const;
   Directives finish();
 

@@ -33,7 +33,7 @@ struct Block {
 // answers (the tests compare them).
 struct Kernels {
   TextShape (*shape_of)(std::string_view text);
-  Block (*block)(std::string_view text, size_t at);  // at < text.size()
+  void (*block)(std::string_view text, size_t at, Block *out);  // at < text.size()
   // The first index from `from` on where text holds a, b or c; text.size() when none does:
   // through a literal at the speed of memchr (a byte loop made a long one the scan's cost).
   size_t (*find_any_of)(std::string_view text, size_t from, char a, char b, char c);

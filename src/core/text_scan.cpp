@@ -12,10 +12,6 @@ namespace {
 
 using lex::ident_char;
 
-bool is_space(char c) {
-  return c == ' ' || c == '\t' || c == '\f' || c == '\v' || c == '\r';
-}
-
 // One pass over a text without line splices and trigraphs, acting where the reference lexer
 // (core/source_facts.cpp) acts and nowhere else; a directive's mark that starts a line hands
 // that line to the directives' parser.
@@ -27,7 +23,7 @@ class Scan {
   SourceFacts run() {
     for (size_t i = 0; i < s_.size();) {
       base_ = i;
-      block_ = kernels_.block(s_, base_);
+      kernels_.block(s_, base_, &block_);
       for (uint64_t m = block_.events; m != 0;) {
         i = on_event(base_ + size_t(__builtin_ctzll(m)));
         if (i - base_ >= 64) break;
@@ -128,7 +124,7 @@ class Scan {
   void on_mark(size_t p) {
     size_t q = p;
     for (size_t k = comments_.size();;) {
-      while (q > 0 && is_space(s_[q - 1])) --q;
+      while (q > 0 && is_directive_space(s_[q - 1])) --q;
       if (q == 0 || s_[q - 1] == '\n') break;
       if (k == 0 || comments_[k - 1].end != q) return;
       q = comments_[--k].start;
@@ -141,7 +137,7 @@ class Scan {
   // true also when a comment comes before the name, whose end the parser finds.
   bool may_act_on(size_t p) const {
     size_t at = p + (s_[p] == '#' ? 1 : 2);
-    while (at < s_.size() && is_space(s_[at])) ++at;
+    while (at < s_.size() && is_directive_space(s_[at])) ++at;
     if (at < s_.size() && s_[at] == '/') return true;
     size_t end = at;
     while (end < s_.size() && ident_char(s_[end])) ++end;

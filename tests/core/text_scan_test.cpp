@@ -28,6 +28,12 @@ std::vector<Level> levels() {
   return out;
 }
 
+scan_blocks::Block block_at(std::string_view t, size_t at) {
+  scan_blocks::Block b;
+  scan_blocks::kernels().block(t, at, &b);
+  return b;
+}
+
 // Runs the rest of a scope on one version of the kernels, then puts the CPU's back.
 struct Limit {
   explicit Limit(Level l) { scan_blocks::limit_level(l); }
@@ -197,7 +203,7 @@ TEST(ScanBlocks, EventsAreTheBytesTheDefinitionNames) {
     for (size_t at = 0; at < t.size(); at += 1 + size_t(byte(rng)) % 70)
       for (Level level : levels()) {
         Limit limit(level);
-        ASSERT_EQ(scan_blocks::kernels().block(t, at).events, events_by_definition(t, at))
+        ASSERT_EQ(block_at(t, at).events, events_by_definition(t, at))
             << "level " << int(level) << " at " << at << " of " << ::testing::PrintToString(t);
       }
   }
@@ -256,7 +262,7 @@ TEST(ScanBlocks, ABlockMarksItsNewlinesQuotesAndBackslashes) {
       }
       for (Level level : levels()) {
         Limit limit(level);
-        const scan_blocks::Block b = scan_blocks::kernels().block(t, at);
+        const scan_blocks::Block b = block_at(t, at);
         ASSERT_EQ(b.newline, newline) << int(level) << " " << at;
         ASSERT_EQ(b.dquote, dquote) << int(level) << " " << at;
         ASSERT_EQ(b.squote, squote) << int(level) << " " << at;
@@ -317,6 +323,7 @@ TEST(TextScan, GivesWhatTheReferenceLexersGiveAtTheirEdges) {
            "?\?=include <trigraph.h>\n",                                 // falls back: trigraphs
            "#if X < Y\n#if A <probed.h>\n#elif B > \"probed_too.h\"\n",  // no call
            "#define W(x) __has_include(x)\n#define W2(y) W(y)\n#if W2(Y)\n",  // wrapper's wrapper
+           "#if defined(A) && defined (B) || (C)\n#if (D)\n#elif F (1)\n",    // what is a call
            std::string(63, ' ') + "__TIME__",  // across a block's end
            std::string(64, ';') + "_DATE__" + std::string(60, ' ') + "##",
        })
