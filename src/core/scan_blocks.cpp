@@ -8,6 +8,10 @@
 #if defined(__x86_64__)
 #include <cpuid.h>
 #include <immintrin.h>
+#if __has_include(<sys/platform/x86.h>)
+#include <sys/platform/x86.h>
+#define PCACHE_GLIBC_CPU_FEATURES 1
+#endif
 #endif
 
 namespace progcache::scan_blocks {
@@ -119,21 +123,14 @@ std::atomic<Level> g_limit{Level::avx512};
 
 #if defined(__x86_64__)
 
-// CPUID only when a text is first scanned, never at load: it is slow in a VM (issue #34).
 Level detect_level() {
-  static const Level level = [] {
-    unsigned a = 0, b = 0, c = 0, d = 0;
-    if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & bit_OSXSAVE) || !(c & bit_AVX))
-      return Level::portable;
-    unsigned xcr0 = 0, xcr0_hi = 0;
-    __asm__("xgetbv" : "=a"(xcr0), "=d"(xcr0_hi) : "c"(0));
-    if ((xcr0 & 6) != 6 || !__get_cpuid_count(7, 0, &a, &b, &c, &d) || !(b & bit_AVX2))
-      return Level::portable;  // the OS does not save the YMM registers, or no AVX2
-    // AVX-512 BW, its registers saved (opmask, ZMM_Hi256, Hi16_ZMM).
-    if ((xcr0 & 0xE0) == 0xE0 && (b & bit_AVX512F) && (b & bit_AVX512BW)) return Level::avx512;
-    return Level::avx2;
-  }();
-  return level;
+#if PCACHE_GLIBC_CPU_FEATURES
+  // "Active": the CPU has it and the OS saves its registers.
+  if (CPU_FEATURE_ACTIVE(AVX512F) && CPU_FEATURE_ACTIVE(AVX512BW)) return Level::avx512;
+  return CPU_FEATURE_ACTIVE(AVX2) ? Level::avx2 : Level::portable;
+#else
+  return cpuid_level();
+#endif
 }
 
 #define PCACHE_AVX2 __attribute__((target("avx2")))
@@ -354,7 +351,25 @@ constexpr Kernels kAvx512{shape_of_avx512, block_avx512, find_any_avx512, find_p
 
 Level cpu_level() {
 #if defined(__x86_64__)
-  return detect_level();
+  static const Level level = detect_level();
+  return level;
+#else
+  return Level::portable;
+#endif
+}
+
+Level cpuid_level() {
+#if defined(__x86_64__)
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & bit_OSXSAVE) || !(c & bit_AVX))
+    return Level::portable;
+  unsigned xcr0 = 0, xcr0_hi = 0;
+  __asm__("xgetbv" : "=a"(xcr0), "=d"(xcr0_hi) : "c"(0));
+  if ((xcr0 & 6) != 6 || !__get_cpuid_count(7, 0, &a, &b, &c, &d) || !(b & bit_AVX2))
+    return Level::portable;  // the OS does not save the YMM registers, or no AVX2
+  // AVX-512 BW, its registers saved (opmask, ZMM_Hi256, Hi16_ZMM).
+  if ((xcr0 & 0xE0) == 0xE0 && (b & bit_AVX512F) && (b & bit_AVX512BW)) return Level::avx512;
+  return Level::avx2;
 #else
   return Level::portable;
 #endif

@@ -41,14 +41,17 @@ struct Kernels {
   size_t (*find_pair)(std::string_view text, size_t from, char a, char b);
 };
 
-// The CPU's kernels (AVX-512 BW, AVX2, else portable), chosen when first asked for: CPUID is
-// slow in a VM, and a process that scans nothing should not pay for it (issue #34).
+// The CPU's kernels (AVX-512 BW, AVX2, else portable), chosen when first asked for.
 const Kernels &kernels();
 
 // The kernels' versions, in the order of what they need of the CPU.
 enum class Level { portable, avx2, avx512 };
-// The best version this CPU runs.
+// The best version this CPU runs, as glibc found at its start-up (2.33 on, <sys/platform/x86.h>):
+// CPUID costs 20-35 us a call in a VM here, and cpuid_level makes four (issue #34's fresh
+// processes). Where glibc does not say, cpuid_level's answer.
 Level cpu_level();
+// The same found by CPUID and XGETBV (the tests compare the two).
+Level cpuid_level();
 // Tests: kernels() gives at most `level`'s version (the CPU's best when it is higher).
 void limit_level(Level level);
 

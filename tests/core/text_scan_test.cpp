@@ -228,6 +228,10 @@ TEST(ScanBlocks, TheShapeFindsTrigraphPairsAndSplicesAnywhere) {
   }
 }
 
+TEST(ScanBlocks, TheLevelGlibcGivesIsTheOneCpuidGives) {
+  EXPECT_EQ(int(scan_blocks::cpu_level()), int(scan_blocks::cpuid_level()));
+}
+
 TEST(ScanBlocks, FindAnyOfFindsTheFirstOfItsBytesFromAnyOffset) {
   for (size_t size : {0, 1, 31, 32, 33, 63, 64, 65, 130}) {
     for (size_t hit = 0; hit <= size; ++hit) {
