@@ -65,10 +65,8 @@ struct BlockBits {
   uint64_t newline = 0, dquote = 0, squote = 0, backslash = 0;  // the bytes themselves
 };
 
-// The block from its bytes' classes and those of the bytes either side (0 past the ends).
-// Inlined into each kernel, whatever its target.
-// Written field by field into the caller's block: a returned Block was copied out with 16-byte
-// loads of 8-byte stores, which the CPU cannot forward (a quarter of the scan's own time).
+// The block from its bytes' classes and those of the bytes either side (0 past the ends), written
+// into the caller's; inlined into each kernel, whatever its target.
 inline __attribute__((always_inline)) void combine(const BlockBits &b, uint8_t before,
                                                    uint8_t after, Block *out) {
   const uint64_t starts = ~((b.ident << 1) | uint64_t((before & kIdent) != 0));
