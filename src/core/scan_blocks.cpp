@@ -5,13 +5,11 @@
 #include <atomic>
 #include <cstring>
 
+#include "core/cpu_features.h"
+
 #if defined(__x86_64__)
 #include <cpuid.h>
 #include <immintrin.h>
-#if __has_include(<sys/platform/x86.h>)
-#include <sys/platform/x86.h>
-#define PCACHE_GLIBC_CPU_FEATURES 1
-#endif
 #endif
 
 namespace progcache::scan_blocks {
@@ -122,13 +120,16 @@ std::atomic<Level> g_limit{Level::avx512};
 #if defined(__x86_64__)
 
 Level detect_level() {
-#if PCACHE_GLIBC_CPU_FEATURES
-  // "Active": the CPU has it and the OS saves its registers.
-  if (CPU_FEATURE_ACTIVE(AVX512F) && CPU_FEATURE_ACTIVE(AVX512BW)) return Level::avx512;
-  return CPU_FEATURE_ACTIVE(AVX2) ? Level::avx2 : Level::portable;
-#else
-  return cpuid_level();
-#endif
+  switch (progcache_glibc_vector_level()) {
+    case 2:
+      return Level::avx512;
+    case 1:
+      return Level::avx2;
+    case 0:
+      return Level::portable;
+    default:
+      return cpuid_level();
+  }
 }
 
 #define PCACHE_AVX2 __attribute__((target("avx2")))
