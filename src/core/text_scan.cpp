@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <string>
-#include <vector>
 
 #include "core/lex_rules.hpp"
 #include "core/scan_blocks.hpp"
@@ -43,8 +42,8 @@ class Scan {
         if (p + 1 < n && s_[p + 1] == '/') return line_end(p);
         if (p + 1 < n && s_[p + 1] == '*') {
           const size_t end = kernels_.find_pair(s_, p + 2, '*', '/');
-          comments_.push_back({p, end == n ? n : end + 2});
-          return comments_.back().end;
+          passed_comment(p, end == n ? n : end + 2);
+          return end == n ? n : end + 2;
         }
         return p + 1;
       case '"':
@@ -118,17 +117,31 @@ class Scan {
     return s_.size() + 1;
   }
 
+  // A block comment [start, end): it joins the run of comments before it when only spaces
+  // part them. Only the last run can stand between a directive's mark and its line's start, and
+  // one run is all that is kept: a list of every comment made a header of "/**/ " many times its
+  // own size in memory.
+  void passed_comment(size_t start, size_t end) {
+    size_t gap = run_.end;
+    if (gap != std::string_view::npos)
+      while (gap < start && is_directive_space(s_[gap])) ++gap;
+    if (gap == start)
+      run_.end = end;
+    else
+      run_ = {start, end};
+  }
+
   // '#' or "%:" at p: when only spaces and comments come before it on its line, the line is a
   // directive's, and the parser is given it unless it could change nothing (most of a header's
   // lines: #endif, #pragma, a #define of no wrapper...).
   void on_mark(size_t p) {
     size_t q = p;
-    for (size_t k = comments_.size();;) {
+    while (q > 0 && is_directive_space(s_[q - 1])) --q;
+    if (q == run_.end) {
+      q = run_.start;
       while (q > 0 && is_directive_space(s_[q - 1])) --q;
-      if (q == 0 || s_[q - 1] == '\n') break;
-      if (k == 0 || comments_[k - 1].end != q) return;
-      q = comments_[--k].start;
     }
+    if (q > 0 && s_[q - 1] != '\n') return;
     if (may_act_on(p)) lines_->parse_line(s_, q);
   }
 
@@ -145,15 +158,15 @@ class Scan {
     return lines_->may_act_on(s_.substr(at, end - at), s_.substr(end, nl - end));
   }
 
-  struct Comment {
-    size_t start, end;
+  struct CommentRun {
+    size_t start, end;  // npos: none yet
   };
   std::string_view s_;
   DirectiveParser *lines_;
   const scan_blocks::Kernels &kernels_;
   SourceFacts facts_;
-  std::vector<Comment> comments_;  // the block comments passed, in order
-  size_t base_ = 0;                // where the current block starts
+  CommentRun run_{std::string_view::npos, std::string_view::npos};
+  size_t base_ = 0;  // where the current block starts
   scan_blocks::Block block_;
   size_t last_number_end_ = std::string_view::npos;
 };
