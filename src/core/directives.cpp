@@ -188,10 +188,10 @@ struct Scan {
 // Calls fn(word, at, end) for each identifier of line from `from` on, outside literals, once
 // each (a scan of a line is linear).
 template <typename Fn>
-void for_each_identifier(std::string_view line, const std::vector<bool> &literal, size_t line_start,
-                         size_t from, Fn &&fn) {
+void for_each_identifier(std::string_view line, const std::vector<bool> &literal, size_t from,
+                         Fn &&fn) {
   for (size_t at = from; at < line.size();) {
-    if (literal[line_start + at] || !ident_char(line[at])) {
+    if (literal[at] || !ident_char(line[at])) {
       ++at;
       continue;
     }
@@ -213,9 +213,8 @@ bool open_call(std::string_view line, size_t *r) {
 
 // Calls of __has_include or of a macro that wraps it, in an #if/#elif line: a literal operand
 // is a probe; any other operand is computed.
-void scan_condition(std::string_view line, const std::vector<bool> &literal, size_t line_start,
-                    Scan *scan) {
-  for_each_identifier(line, literal, line_start, 0, [&](std::string_view word, size_t, size_t end) {
+void scan_condition(std::string_view line, const std::vector<bool> &literal, Scan *scan) {
+  for_each_identifier(line, literal, 0, [&](std::string_view word, size_t, size_t end) {
     size_t r = end;
     if (!open_call(line, &r)) return;
     bool angle = false;
@@ -248,8 +247,7 @@ void scan_condition(std::string_view line, const std::vector<bool> &literal, siz
 // makes NAME a wrapper; literal operands in the body are probes. Each identifier of the body is
 // looked up once (searching the line for every wrapper made a header of many wrappers
 // quadratic), and a wrapper this line makes counts from the next line on.
-void scan_define(std::string_view line, size_t p, const std::vector<bool> &literal,
-                 size_t line_start, Scan *scan) {
+void scan_define(std::string_view line, size_t p, const std::vector<bool> &literal, Scan *scan) {
   size_t q = p;
   while (q < line.size() && ident_char(line[q])) ++q;
   const std::string name(line.substr(p, q - p));
@@ -258,7 +256,7 @@ void scan_define(std::string_view line, size_t p, const std::vector<bool> &liter
   // Most bodies name no wrapper: looking up each of their identifiers was most of a header's scan.
   if (scan->out.wrappers.empty() && line.find("__has_include", q) == std::string_view::npos) return;
   std::vector<std::pair<std::string_view, size_t>> uses;  // (wrapper, where)
-  for_each_identifier(line, literal, line_start, q, [&](std::string_view word, size_t at, size_t) {
+  for_each_identifier(line, literal, q, [&](std::string_view word, size_t at, size_t) {
     if (scan->wrappers.count(word)) uses.emplace_back(word, at);
   });
   std::sort(uses.begin(), uses.end());  // by wrapper, then place: the order probes are listed in
@@ -275,8 +273,7 @@ void scan_define(std::string_view line, size_t p, const std::vector<bool> &liter
   }
 }
 
-void parse_directive(std::string_view line, const std::vector<bool> &literal, size_t line_start,
-                     Scan *scan) {
+void parse_directive(std::string_view line, const std::vector<bool> &literal, Scan *scan) {
   size_t p = 0;
   skip_space(line, &p);
   if (p < line.size() && line[p] == '#') {
@@ -303,9 +300,9 @@ void parse_directive(std::string_view line, const std::vector<bool> &literal, si
     else
       scan->computed("#" + std::string(word) + " " + std::string(line.substr(p)));
   } else if (word == "if" || word == "elif" || word == "elifdef" || word == "elifndef") {
-    scan_condition(line, literal, line_start, scan);
+    scan_condition(line, literal, scan);
   } else if (word == "define") {
-    scan_define(line, p, literal, line_start, scan);
+    scan_define(line, p, literal, scan);
   }
 }
 
@@ -328,7 +325,7 @@ DirectiveParser::~DirectiveParser() = default;
 
 size_t DirectiveParser::parse_line(std::string_view spliced, size_t start) {
   const size_t end = clean_line(spliced, start, &state_->line, &state_->literal);
-  parse_directive(state_->line, state_->literal, 0, &state_->scan);
+  parse_directive(state_->line, state_->literal, &state_->scan);
   return end;
 }
 
