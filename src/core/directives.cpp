@@ -6,14 +6,18 @@
 #include <set>
 #include <utility>
 
+#include "core/lex_rules.hpp"
 #include "core/raw_string.hpp"
 #include "core/source_facts.hpp"
 
 namespace progcache {
 namespace {
 
-bool ident_char(char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+using lex::ident_char;
+
+// The directives whose line is a condition (scan_condition reads them).
+bool is_condition(std::string_view name) {
+  return name == "if" || name == "elif" || name == "elifdef" || name == "elifndef";
 }
 
 // Phase one as far as directives care: the trigraphs "??=" (#) and "??/" (\). Replaced whether
@@ -273,6 +277,23 @@ void scan_define(std::string_view line, size_t p, const std::vector<bool> &liter
   }
 }
 
+// Whether the rest of a condition's line (no literal in it) after its directive's name has a
+// '(' after an identifier that may be a macro's name: any but `defined`, which no text makes a
+// wrapper (else every one counts). The parser reads "#if (" as a call of `if`: so does this.
+bool calls_a_macro(std::string_view line, const Scan &scan) {
+  for (size_t open = line.find('('); open != std::string_view::npos;
+       open = line.find('(', open + 1)) {
+    size_t end = open;
+    while (end > 0 && is_directive_space(line[end - 1])) --end;
+    size_t start = end;
+    while (start > 0 && ident_char(line[start - 1])) --start;
+    if (start == end && end == 0) return true;  // the directive's name
+    if (start == end) continue;                 // "(a || b)": no call
+    if (line.substr(start, end - start) != "defined" || !scan.out.wrappers.empty()) return true;
+  }
+  return false;
+}
+
 void parse_directive(std::string_view line, const std::vector<bool> &literal, Scan *scan) {
   size_t p = 0;
   skip_space(line, &p);
@@ -299,7 +320,7 @@ void parse_directive(std::string_view line, const std::vector<bool> &literal, Sc
       scan->out.names.push_back(std::move(d));
     else
       scan->computed("#" + std::string(word) + " " + std::string(line.substr(p)));
-  } else if (word == "if" || word == "elif" || word == "elifdef" || word == "elifndef") {
+  } else if (is_condition(word)) {
     scan_condition(line, literal, scan);
   } else if (word == "define") {
     scan_define(line, p, literal, scan);
@@ -310,8 +331,7 @@ void parse_directive(std::string_view line, const std::vector<bool> &literal, Sc
 
 bool is_parsed_directive(std::string_view name) {
   return name == "include" || name == "include_next" || name == "import" || name == "embed" ||
-         name == "if" || name == "elif" || name == "elifdef" || name == "elifndef" ||
-         name == "define";
+         is_condition(name) || name == "define";
 }
 
 struct DirectiveParser::State {
@@ -329,34 +349,13 @@ size_t DirectiveParser::parse_line(std::string_view spliced, size_t start) {
   return end;
 }
 
-namespace {
-
-// Whether the rest of a condition's line (no literal in it) after its directive's name has a
-// '(' after an identifier that may be a macro's name: any but `defined`, which no text makes a
-// wrapper (else every one counts). The parser reads "#if (" as a call of `if`: so does this.
-bool calls_a_macro(std::string_view line, const Scan &scan) {
-  for (size_t open = line.find('('); open != std::string_view::npos;
-       open = line.find('(', open + 1)) {
-    size_t end = open;
-    while (end > 0 && is_directive_space(line[end - 1])) --end;
-    size_t start = end;
-    while (start > 0 && ident_char(line[start - 1])) --start;
-    if (start == end && end == 0) return true;  // the directive's name
-    if (start == end) continue;                 // "(a || b)": no call
-    if (line.substr(start, end - start) != "defined" || !scan.out.wrappers.empty()) return true;
-  }
-  return false;
-}
-
-}  // namespace
-
 bool DirectiveParser::may_act_on(std::string_view name, std::string_view line) const {
   if (!is_parsed_directive(name)) return false;
   if (line.find_first_of("/\"'") != std::string_view::npos) return true;  // it may go on
   if (name == "define")
     return !state_->scan.out.wrappers.empty() ||
            line.find("__has_include") != std::string_view::npos;
-  if (name == "if" || name == "elif" || name == "elifdef" || name == "elifndef")
+  if (is_condition(name))
     return line.find('<') != std::string_view::npos || calls_a_macro(line, state_->scan);
   return true;
 }
