@@ -186,19 +186,16 @@ for size, label in ((1024, "1 KiB"), (65536, "64 KiB"), (1048576, "1 MiB")):
     lines.append("| %s | %s | %s | %s |" % (label, fmt_time(k), fmt_time(b), ("%.2f× %s" % (
         r, verdict(r, 1.2 if size == 1024 else 1.1, what="`pcache_make_key` / raw BLAKE2b, %s" % label)))
         if r else "n/a"))
-for size, label in ((65536, "64 KiB"), (1048576, "1 MiB")):
-    k, b = ns("BM_MakeKeyFirstSight/%d" % size), ns("BM_RawBlake2b/%d" % size)
-    r = ratio(k, b)
-    lines.append("| %s, a source not keyed before | %s | %s | %s |" % (label, fmt_time(k), fmt_time(b), (
-        "%.2f× %s" % (r, verdict(r, 1.1, what="`pcache_make_key` of a new source / raw BLAKE2b, %s" % label)))
-        if r else "n/a"))
-for size, label in ((65536, "64 KiB"), (1048576, "1 MiB")):
-    k, b = ns("BM_MakeKeyFirstSightHeaders/%d" % size), ns("BM_RawBlake2b/%d" % size)
-    r = ratio(k, b)
-    lines.append("| %s of the toolkit's headers, not keyed before | %s | %s | %s |" % (
-        label, fmt_time(k), fmt_time(b), ("%.2f× %s" % (r, verdict(
-            r, 1.1, what="`pcache_make_key` of a new source of real headers / raw BLAKE2b, %s" % label)))
-        if r else "n/a"))
+for bench, row, what in (
+        ("BM_MakeKeyFirstSight", "%s, a source not keyed before", "of a new source"),
+        ("BM_MakeKeyFirstSightHeaders", "%s of the toolkit's headers, not keyed before",
+         "of a new source of real headers")):
+    for size, label in ((65536, "64 KiB"), (1048576, "1 MiB")):
+        k, b = ns("%s/%d" % (bench, size)), ns("BM_RawBlake2b/%d" % size)
+        r = ratio(k, b)
+        lines.append("| %s | %s | %s | %s |" % (row % label, fmt_time(k), fmt_time(b), ("%.2f× %s" % (
+            r, verdict(r, 1.1, what="`pcache_make_key` %s / raw BLAKE2b, %s" % (what, label))))
+            if r else "n/a"))
 lines += ["", "From 16 KiB on, a source keyed a second time is kept, and later keys of the same bytes",
           "(compared in full) take their digest from that copy (`src/core/digest_memo.hpp`): the rows",
           "above keep keying one source. The \"not keyed before\" rows change the source's first 16 bytes",
