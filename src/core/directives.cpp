@@ -277,7 +277,19 @@ void scan_define(std::string_view line, size_t p, const std::vector<bool> &liter
   }
 }
 
-// Whether the rest of a condition's line (no literal in it) after its directive's name has a
+// Whether a directive's line may go on past its newline: a block comment or a raw string may
+// (its R, or a prefix's, before a quote); a line comment, a string or a character literal ends
+// where the line does. Their bytes stay in the line the other tests below read, which is then
+// more than the parser sees (it drops a line comment, keeps a literal's bytes), never less. A
+// loop: string_view::find_first_of with a set calls memchr on the set for each byte of the line.
+bool may_go_on(std::string_view line) {
+  for (size_t i = 0; i + 1 < line.size(); ++i)
+    if ((line[i] == '/' && line[i + 1] == '*') || (line[i] == 'R' && line[i + 1] == '"'))
+      return true;
+  return false;
+}
+
+// Whether the rest of a condition's line (no header name in it) after its directive's name has a
 // '(' after an identifier that may be a macro's name: any but `defined`, which no text makes a
 // wrapper (else every one counts). The parser reads "#if (" as a call of `if`: so does this.
 bool calls_a_macro(std::string_view line, const Scan &scan) {
@@ -351,12 +363,13 @@ size_t DirectiveParser::parse_line(std::string_view spliced, size_t start) {
 
 bool DirectiveParser::may_act_on(std::string_view name, std::string_view line) const {
   if (!is_parsed_directive(name)) return false;
-  if (line.find_first_of("/\"'") != std::string_view::npos) return true;  // it may go on
+  if (may_go_on(line)) return true;
   if (name == "define")
     return !state_->scan.out.wrappers.empty() ||
            line.find("__has_include") != std::string_view::npos;
   if (is_condition(name))
-    return line.find('<') != std::string_view::npos || calls_a_macro(line, state_->scan);
+    return line.find('<') != std::string_view::npos || line.find('"') != std::string_view::npos ||
+           calls_a_macro(line, state_->scan);
   return true;
 }
 

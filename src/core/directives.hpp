@@ -68,7 +68,7 @@ class DirectiveParser {
   // Whether parsing the directive `name`, the rest of whose line (after the name, to the newline)
   // is `line`, could change what is found: false for a name it ignores, a #define that names no
   // wrapper, a condition with no call or header name. A line that may go on past its newline (a
-  // comment or a literal in it) is always true.
+  // block comment or a raw string in it) is always true.
   bool may_act_on(std::string_view name, std::string_view line) const;
   Directives finish();
 

@@ -330,6 +330,11 @@ TEST(TextScan, GivesWhatTheReferenceLexersGiveAtTheirEdges) {
            "#if X < Y\n#if A <probed.h>\n#elif B > \"probed_too.h\"\n",  // no call
            "#define W(x) __has_include(x)\n#define W2(y) W(y)\n#if W2(Y)\n",  // wrapper's wrapper
            "#if defined(A) && defined (B) || (C)\n#if (D)\n#elif F (1)\n",    // what is a call
+           // Lines whose comments and literals end with them, and lines they go on past:
+           "#if X == \"probed.h\" // (comment)\n#if defined(A) // G(1)\n",
+           "#define D 1 // __has_include(<in_comment.h>)\n#define E '\"' \"(\"\n",
+           "#if A /* a\n b */ (1)\n#if B /**/ <c.h>\n",
+           "#if C R\"x(\n)x\" (2)\n#define W(x) __has_include(x) // wrapper\n#if W(<d.h>)\n",
            std::string(63, ' ') + "__TIME__",  // across a block's end
            std::string(64, ';') + "_DATE__" + std::string(60, ' ') + "##",
        })
