@@ -122,7 +122,8 @@ void lex::classify(std::string_view id, SourceFacts *f) {
     f->time_piece = true;
 }
 
-std::string without_line_splices(std::string_view text) {
+std::string without_line_splices(std::string_view text, bool *backslash_newline) {
+  bool joined = false;
   std::string s;
   s.reserve(text.size());
   for (size_t i = 0; i < text.size();) {
@@ -134,11 +135,13 @@ std::string without_line_splices(std::string_view text) {
     if (j < text.size() && text[j] == '\r') ++j;
     if (j < text.size() && text[j] == '\n') {
       i = j + 1;
+      joined |= !s.empty() && s.back() == '\\' && i < text.size() && text[i] == '\n';
     } else {
       s += '\\';
       i = b + 1;
     }
   }
+  if (backslash_newline) *backslash_newline = joined;
   return s;
 }
 

@@ -28,8 +28,10 @@ struct SourceFacts {
 };
 
 // Phase two: text without its line splices (a backslash, then a newline or CR-newline). The
-// directives' lexer and this one both start from it.
-std::string without_line_splices(std::string_view text);
+// directives' lexer and this one both start from it. *backslash_newline, when given, is set to
+// whether the result holds a backslash before a newline: only a splice's removal brings the two
+// together (every one in the text is a splice), so the copy need not be searched for them.
+std::string without_line_splices(std::string_view text, bool *backslash_newline = nullptr);
 
 // The facts of text; trigraph splices are honoured and ignored both (NVRTC reads trigraphs only
 // under -std=c++03/c++14), so that either reading that names a macro is found. Runs the fast

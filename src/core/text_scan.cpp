@@ -187,8 +187,9 @@ TextFacts scan_text(std::string_view text, bool with_directives) {
   std::string unspliced;
   std::string_view s = text;
   if (shape.line_splice) {
-    unspliced = without_line_splices(text);
-    if (unspliced.find("\\\n") != std::string::npos) return reference(text, with_directives);
+    bool backslash_newline = false;
+    unspliced = without_line_splices(text, &backslash_newline);
+    if (backslash_newline) return reference(text, with_directives);
     s = unspliced;
   }
   TextFacts f;
