@@ -1,0 +1,73 @@
+// Two independent pieces of work at once: one on a thread of its own, one on the caller's.
+//
+// For work long enough that a second core pays for starting a thread (~50k instructions, 30-80
+// us on a VM): a megabyte's include scan beside its hash (bench/analysis.md, stop 70). The
+// thread lives for the call only, so nothing outlives it to meet a fork() or a dlclose.
+#pragma once
+
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+
+#include <exception>
+#include <optional>
+#include <system_error>
+#include <thread>
+
+namespace progcache {
+
+// Whether this thread may run on more than one CPU (its affinity mask; a CPU quota is not seen).
+// A thread started beside on a single CPU only takes turns with its caller.
+inline bool more_than_one_cpu() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  return sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 1;
+}
+
+// Runs beside() on a new thread while here() runs on this one, and returns when both are done.
+// Where no thread can be had (a limit on threads, no memory for a stack), both run here, here()
+// first. The thread runs with every signal blocked. An exception from either is rethrown here,
+// after both ended (here()'s when both throw). beside() must not use this thread's thread-local
+// state nor wait for anything here() holds.
+template <class Beside, class Here>
+void run_beside(Beside &&beside, Here &&here) {
+  std::exception_ptr beside_failed;
+  std::optional<std::thread> thread;
+  {
+    // Started with every signal blocked, the caller's mask restored at once: a signal sent to
+    // the process goes to one of the host's threads, which expect it, never to the library's.
+    struct MaskRestored {
+      sigset_t callers;
+      ~MaskRestored() { pthread_sigmask(SIG_SETMASK, &callers, nullptr); }
+    } restored;
+    sigset_t all;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &restored.callers);
+    try {
+      thread.emplace([&] {
+        try {
+          beside();
+        } catch (...) {
+          beside_failed = std::current_exception();
+        }
+      });
+    } catch (const std::system_error &) {
+    }
+  }
+  if (!thread) {
+    here();
+    beside();
+    return;
+  }
+  struct Joined {  // also when here() throws: the thread refers to this frame
+    std::optional<std::thread> &t;
+    ~Joined() {
+      if (t->joinable()) t->join();
+    }
+  } joined{thread};
+  here();
+  thread->join();
+  if (beside_failed) std::rethrow_exception(beside_failed);
+}
+
+}  // namespace progcache
