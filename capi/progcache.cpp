@@ -416,15 +416,16 @@ pcache_status pcache_make_key(const pcache_program *program, uint8_t *key_out) {
       prefix = progcache::program_prefix(desc);
       thread.last.keep(*program, desc, prefix);
     }
-    const progcache::ContentDigest digest = progcache::program_digest_after(prefix, desc.source);
     if (desc.code_type != progcache::CodeType::cxx) {  // every input is in the program
+      const progcache::ContentDigest digest = progcache::program_digest_after(prefix, desc.source);
       std::memcpy(key_out, digest.data(), digest.size());
       return PCACHE_OK;
     }
-    const progcache::IncludeScan scan = progcache::scan_includes(desc, nullptr, &digest);
-    if (!scan.uncacheable.empty())
-      throw invalid("this program cannot be keyed: " + scan.uncacheable);
-    const progcache::Key key = progcache::standalone_key(digest, progcache::scan_fields(scan));
+    const progcache::DigestedScan found = progcache::digest_and_scan_includes(prefix, desc);
+    if (!found.scan.uncacheable.empty())
+      throw invalid("this program cannot be keyed: " + found.scan.uncacheable);
+    const progcache::Key key =
+        progcache::standalone_key(found.digest, progcache::scan_fields(found.scan));
     std::memcpy(key_out, key.data(), key.size());
     return PCACHE_OK;
   });

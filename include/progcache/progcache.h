@@ -549,7 +549,10 @@ PCACHE_API pcache_status pcache_program_init(pcache_program *program, uint32_t s
  * Memory: a source of 16 KiB to 4 MiB keyed a second time is copied and kept (16 MiB of sources
  * in all per process), so that keying the same bytes again costs a comparison instead of a hash;
  * the key is the same either way (docs/keys.md).
- * Thread safety: safe from any thread; reads the included headers from disk.
+ * Thread safety: safe from any thread; reads the included headers from disk. A new source of
+ * 256 KiB or more, where the calling thread may run on more than one CPU, is scanned on a thread
+ * the call starts and joins before it returns, while the caller's hashes it (the caller waits for
+ * about the hash alone; without a thread to be had, both run on the caller's).
  * Returns PCACHE_OK, PCACHE_ERR_INVALID_ARG, PCACHE_ERR_NO_MEMORY, PCACHE_ERR_UNSUPPORTED (no
  * loadable libcrypto; the message names it), PCACHE_ERR_INTERNAL.
  */

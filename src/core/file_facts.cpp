@@ -66,9 +66,20 @@ FileFacts scanned_facts_of_text(std::string_view text) {
   return f;
 }
 
+bool scan_beside_pays(size_t text_size) {
+  return text_size >= kScanBesideBytes && more_than_one_cpu();
+}
+
 FileFacts facts_of_text(std::string_view text) {
-  FileFacts f = scanned_facts_of_text(text);
-  f.digest = content_digest(text);
+  ContentDigest digest;
+  FileFacts f;
+  if (scan_beside_pays(text.size())) {
+    f = scanned_beside(text, [&] { digest = content_digest(text); });
+  } else {
+    f = scanned_facts_of_text(text);
+    digest = content_digest(text);
+  }
+  f.digest = digest;
   return f;
 }
 

@@ -14,6 +14,7 @@
 #include "core/directives.hpp"
 #include "core/key.hpp"
 #include "core/source_facts.hpp"
+#include "util/beside.hpp"
 #include "util/memo_store.hpp"
 #include "util/stat_identity.hpp"
 
@@ -32,6 +33,21 @@ FileFacts facts_of_text(std::string_view text);
 // source, its in-memory headers), of which the include scan reads only the directives and the
 // lexical facts (its digest was a second BLAKE2b of every source pcache_make_key keyed).
 FileFacts scanned_facts_of_text(std::string_view text);
+
+// A text's scan costs a fifth to a half of its BLAKE2b (docs/keys.md): from kScanBesideBytes,
+// where this thread may run on two CPUs, it runs on a thread of its own while this one hashes
+// (util/beside.hpp). Below, starting that thread (~33 us of the caller's time on a 2-core VM)
+// costs more than the scan it would move. scanned_beside: scanned_facts_of_text(text) on a
+// thread of its own while hash() runs on this one; both on this one where no thread can be had.
+// The facts are the same either way.
+constexpr size_t kScanBesideBytes = 256 * 1024;
+bool scan_beside_pays(size_t text_size);
+template <class Hash>
+FileFacts scanned_beside(std::string_view text, Hash &&hash) {
+  FileFacts f;
+  run_beside([&] { f = scanned_facts_of_text(text); }, hash);
+  return f;
+}
 
 // The facts of the regular file at path, which stat says is `seen`: from the memos when `seen`
 // vouches for them (not racy), else read through a descriptor (and remembered when not racy).

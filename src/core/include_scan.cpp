@@ -12,6 +12,7 @@
 #include <set>
 #include <unordered_map>
 
+#include "core/digest_memo.hpp"
 #include "core/file_facts.hpp"
 #include "util/byte_io.hpp"
 #include "util/fork_guard.hpp"
@@ -25,8 +26,12 @@ constexpr size_t kMaxDependencies = 20000;
 
 class Scanner {
  public:
-  Scanner(const ProgramDesc &p, MemoStore *memos)
-      : program_(p), options_(program_options(p)), memos_(memos) {}
+  // SOURCE_FACTS: the source's, where the caller scanned it already (else null).
+  Scanner(const ProgramDesc &p, MemoStore *memos, FactsPtr source_facts)
+      : program_(p),
+        options_(program_options(p)),
+        memos_(memos),
+        source_facts_(std::move(source_facts)) {}
 
   IncludeScan run() {
     const std::string name(program_.name);
@@ -38,7 +43,10 @@ class Scanner {
       probe_in_order(candidates, DirectiveKind::include);
     }
     for (std::string_view o : program_.options) lexical_ |= lexical_facts(o);
-    queue(std::make_shared<const FileFacts>(scanned_facts_of_text(program_.source.str())),
+    if (!source_facts_)
+      source_facts_ =
+          std::make_shared<const FileFacts>(scanned_facts_of_text(program_.source.str()));
+    queue(source_facts_,
           options_.no_source_include ? std::optional<std::string>() : dir_part(name));
     while (!pending_.empty() && result_.uncacheable.empty()) {
       auto [facts, dir] = pending_.front();
@@ -142,6 +150,7 @@ class Scanner {
   const ProgramDesc &program_;
   const ParsedOptions &options_;
   MemoStore *memos_;
+  FactsPtr source_facts_;
   IncludeScan result_;
   SourceFacts lexical_;
   std::set<std::string> wrappers_, macro_calls_;
@@ -290,8 +299,9 @@ void keep_scan(const std::string &text, const ContentDigest *program_id,
 
 }  // namespace
 
-IncludeScan scan_includes(const ProgramDesc &program, MemoStore *memos,
-                          const ContentDigest *program_id) {
+// scan_includes, with the source's facts where they were scanned already (else null).
+static IncludeScan scan_includes_with(const ProgramDesc &program, MemoStore *memos,
+                                      const ContentDigest *program_id, FactsPtr source_facts) {
   // The stored memos' names need the text (a digest of the source); the process's own scans are
   // found by the program's digest where the caller has one.
   const std::string text = memos || !program_id ? manifest_text(program) : std::string();
@@ -305,7 +315,7 @@ IncludeScan scan_includes(const ProgramDesc &program, MemoStore *memos,
       if (auto m = decode_manifest(*stored)) found = std::make_shared<const IncludeScan>(*m);
   const IncludeScan *earlier = same_as_last ? last.scan.get() : found.get();
   if (earlier && still_as_scanned(earlier->dependencies)) return *earlier;
-  IncludeScan scan = Scanner(program, memos).run();
+  IncludeScan scan = Scanner(program, memos, std::move(source_facts)).run();
   bool racy = false;
   for (const HeaderDependency &d : scan.dependencies) racy |= d.recheck_content;
   if (!racy) {
@@ -315,6 +325,30 @@ IncludeScan scan_includes(const ProgramDesc &program, MemoStore *memos,
     keep_scan(text, program_id, std::move(kept));
   }
   return scan;
+}
+
+IncludeScan scan_includes(const ProgramDesc &program, MemoStore *memos,
+                          const ContentDigest *program_id) {
+  return scan_includes_with(program, memos, program_id, nullptr);
+}
+
+DigestedScan digest_and_scan_includes(std::string_view prefix, const ProgramDesc &program) {
+  DigestedScan r;
+  FactsPtr source_facts;
+  if (const std::optional<ContentDigest> kept =
+          program_digest_memo().find(prefix, program.source)) {
+    r.digest = *kept;
+  } else if (scan_beside_pays(program.source.size)) {
+    // Wasted only where the process kept a scan of this digest but not its source (a source's
+    // second key, when the memo copies it, or one above its kMaxSource): the other CPU's time,
+    // none of this thread's.
+    source_facts = std::make_shared<const FileFacts>(scanned_beside(
+        program.source.str(), [&] { r.digest = hashed_program_digest(prefix, program.source); }));
+  } else {
+    r.digest = hashed_program_digest(prefix, program.source);
+  }
+  r.scan = scan_includes_with(program, nullptr, &r.digest, std::move(source_facts));
+  return r;
 }
 
 std::vector<KeyField> scan_fields(const IncludeScan &scan) {

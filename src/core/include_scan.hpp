@@ -45,6 +45,16 @@ struct IncludeScan {
 IncludeScan scan_includes(const ProgramDesc &program, MemoStore *memos,
                           const ContentDigest *program_id = nullptr);
 
+// pcache_make_key's parts for a C++ program: its digest (program_digest_after(prefix,
+// program.source)) and scan_includes(program, nullptr, &digest). A source the digest memo does
+// not hold is scanned beside its hash where that pays (core/file_facts.hpp, scan_beside_pays).
+// The result is the same either way. Throws like both.
+struct DigestedScan {
+  ContentDigest digest{};
+  IncludeScan scan;
+};
+DigestedScan digest_and_scan_includes(std::string_view prefix, const ProgramDesc &program);
+
 // The scan as key fields ("file PATH" -> digest or "absent"), for derive_key.
 std::vector<KeyField> scan_fields(const IncludeScan &scan);
 

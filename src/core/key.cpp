@@ -869,13 +869,17 @@ std::string_view program_prefix(const ProgramDesc &p) {
 }
 
 ContentDigest program_digest_after(std::string_view prefix, ByteView source) {
-  ProgramDigestMemo &memo = program_digest_memo();
-  if (const std::optional<ContentDigest> kept = memo.find(prefix, source)) return *kept;
+  if (const std::optional<ContentDigest> kept = program_digest_memo().find(prefix, source))
+    return *kept;
+  return hashed_program_digest(prefix, source);
+}
+
+ContentDigest hashed_program_digest(std::string_view prefix, ByteView source) {
   Hasher h;
   h.raw(prefix.data(), prefix.size());
   h.raw(source.data, source.size);
   const ContentDigest digest = h.finish();
-  memo.note(prefix, source, digest);
+  program_digest_memo().note(prefix, source, digest);
   return digest;
 }
 

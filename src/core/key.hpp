@@ -126,12 +126,14 @@ struct KeyContext {
 // one digest, so that a small source costs about its own BLAKE2b: program_prefix's bytes (the
 // schema and the digest of the fields, kept per thread for the next program with equal fields;
 // the view is valid until the thread's next program_prefix), then the source
-// (program_digest_after). standalone_key: that digest where READS (the include scan's fields) is
-// empty, else a digest of it and of READS. All throw Error(invalid_arg) for refused inputs and
-// Error(internal) if OpenSSL fails.
+// (program_digest_after: the process's memo of large sources keyed before, else
+// hashed_program_digest, which always hashes and tells the memo). standalone_key: that digest
+// where READS (the include scan's fields) is empty, else a digest of it and of READS. All throw
+// Error(invalid_arg) for refused inputs and Error(internal) if OpenSSL fails. Thread-safe.
 [[nodiscard]] ContentDigest program_digest(const ProgramDesc &program);
 [[nodiscard]] std::string_view program_prefix(const ProgramDesc &program);
 [[nodiscard]] ContentDigest program_digest_after(std::string_view prefix, ByteView source);
+[[nodiscard]] ContentDigest hashed_program_digest(std::string_view prefix, ByteView source);
 [[nodiscard]] Key standalone_key(const ContentDigest &program, const std::vector<KeyField> &reads);
 
 // The key's inputs one by one, for explaining a miss: ("source", digest), ("option[0]",

@@ -1,7 +1,9 @@
 // Every input of pcache_make_key changes the key; canonical equivalents do not.
 #include <gtest/gtest.h>
 #include <progcache/progcache.h>
+#include <sched.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -629,4 +631,89 @@ TEST(Key, DISABLED_ForkDuringTheFirstLoadChild) {  // run only by the test above
   const int rc = testutil::wait_for_or_kill(pid, std::chrono::seconds(20));
   ASSERT_NE(rc, -1) << "the child forked during the first load hung (killed after 20 s)";
   EXPECT_EQ(rc, 0);
+}
+
+namespace {
+
+// The status and key (or error) of p's key, made in a child of this process: the child inherits
+// none of the keys the parent makes after the fork, and its memos end with it.
+std::string key_in_child(const Prog &p, bool one_cpu) {
+  int fds[2];
+  EXPECT_EQ(::pipe(fds), 0);
+  const pid_t pid = testutil::spawn([&] {
+    ::close(fds[0]);
+    if (one_cpu) {  // the first CPU of its mask only: the scan is not started beside the hash
+      cpu_set_t set;
+      if (::sched_getaffinity(0, sizeof set, &set) != 0) return 2;
+      int first = 0;
+      while (!CPU_ISSET(first, &set)) ++first;
+      CPU_ZERO(&set);
+      CPU_SET(first, &set);
+      if (::sched_setaffinity(0, sizeof set, &set) != 0) return 2;
+    }
+    std::string k;
+    const pcache_status st = p.key(&k);
+    const std::string said = std::to_string(st) + ":" + (st == PCACHE_OK ? k : pcache_last_error());
+    return ::write(fds[1], said.data(), said.size()) == ssize_t(said.size()) ? 0 : 3;
+  });
+  ::close(fds[1]);
+  std::string said;
+  char buf[4096];
+  for (ssize_t n; (n = ::read(fds[0], buf, sizeof buf)) > 0;) said.append(buf, size_t(n));
+  ::close(fds[0]);
+  EXPECT_EQ(testutil::wait_for(pid), 0);
+  return said;
+}
+
+}  // namespace
+
+// A large new source is scanned on a thread of its own while its digest is computed, where the
+// process may run on two CPUs (core/file_facts.hpp, scan_beside_pays), and so is a header as
+// large read from disk: its key, or the reason it has none, must be the one the scan on the
+// caller's thread gives (a process pinned to one CPU).
+TEST(Key, ALargeSourceScannedBesideItsHashIsKeyedAsOnOneCpu) {
+  cpu_set_t set;
+  ASSERT_EQ(::sched_getaffinity(0, sizeof set, &set), 0);
+  if (CPU_COUNT(&set) < 2) GTEST_SKIP() << "one CPU: no scan runs beside a hash here";
+  testutil::TempDir d;
+  ASSERT_EQ(::mkdir((d / "inc").c_str(), 0700), 0);
+  difftest::write_aged(d / "inc/disk.h", "#define DISK 2\n#include \"next.h\"\n");
+  difftest::write_aged(d / "inc/next.h", "#define NEXT 3\n");
+  auto body_of = [](const std::string &tag) {  // real-looking C++: comments, literals, directives
+    std::string body;
+    for (int i = 0; body.size() < 400 * 1024; ++i)
+      body += "/* " + tag + std::to_string(i) + " */ static const char s" + std::to_string(i) +
+              "[] = \"#include <not_a_header.h>\"; // " + std::to_string(i * 7) +
+              "\n#if defined(X" + std::to_string(i) + ")\n#define Y" + std::to_string(i) +
+              " 1\n#endif\n";
+    return body;
+  };
+  const std::string body = body_of("block ");
+  // A header as large, read from disk: its scan runs beside its digest too (facts_of_text).
+  difftest::write_aged(d / "inc/big.h", body_of("header ") + "#include \"only_big.h\"\n");
+  struct Case {
+    const char *what, *head, *tail;
+  };
+  const Case cases[] = {
+      {"headers in memory and on disk", "#include <a.h>\n#include \"disk.h\"\n#include <big.h>\n",
+       "#include <absent_header.h>\n__global__ void k() {}\n"},
+      {"__TIME__ at its end", "#include <a.h>\n", "const char *t = __TIME__;\n"},
+      {"a computed include", "#include \"disk.h\"\n", "#define H <a.h>\n#include H\n"},
+      {"no directive at all", "", "__global__ void k() {}\n"},
+  };
+  for (const Case &c : cases) {
+    SCOPED_TRACE(c.what);
+    Prog p = base();
+    p.options.push_back("-I" + d / "inc");
+    p.source = c.head + body + c.tail;
+    ASSERT_GE(p.source.size(), 256u * 1024);
+    const std::string beside = key_in_child(p, false), alone = key_in_child(p, true);
+    EXPECT_EQ(beside, alone);
+    EXPECT_GT(beside.size(), 2u);
+    // And in this process, where the scan runs beside; then again, from what it kept.
+    std::string k;
+    const pcache_status st = p.key(&k);
+    EXPECT_EQ(std::to_string(st) + ":" + (st == PCACHE_OK ? k : pcache_last_error()), alone);
+    EXPECT_EQ(std::to_string(p.key(&k)) + ":" + (st == PCACHE_OK ? k : pcache_last_error()), alone);
+  }
 }
