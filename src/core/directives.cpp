@@ -350,6 +350,20 @@ struct DirectiveParser::State {
   Scan scan;
   std::string line;
   std::vector<bool> literal;
+  // The first __has_include at or after where the last search began; null: none there, or no
+  // search yet (searched says which). Reused until a rest begins past it.
+  const char *has_include = nullptr;
+  bool searched = false;
+
+  bool has_include_in(std::string_view rest) {
+    if (!searched || (has_include && has_include < rest.data())) {
+      static constexpr std::string_view kName = "__has_include";
+      has_include =
+          static_cast<const char *>(::memmem(rest.data(), rest.size(), kName.data(), kName.size()));
+      searched = true;
+    }
+    return has_include != nullptr;
+  }
 };
 
 DirectiveParser::DirectiveParser() : state_(std::make_unique<State>()) {}
@@ -361,12 +375,17 @@ size_t DirectiveParser::parse_line(std::string_view spliced, size_t start) {
   return end;
 }
 
-bool DirectiveParser::may_act_on(std::string_view name, std::string_view line) const {
+bool DirectiveParser::may_act_on(std::string_view name, std::string_view line,
+                                 std::string_view rest) const {
   if (!is_parsed_directive(name)) return false;
-  if (may_go_on(line)) return true;
+  // A #define that names no wrapper acts only when its whole line calls __has_include. The line
+  // of one that goes on past its newline (CUPTI's tables of macros, a comment on each entry) ends
+  // only where clean_line says; it ends in rest, and what clean_line keeps of it is rest's bytes
+  // with comments turned into spaces, so a __has_include in it is one in rest.
+  const bool define_of_no_wrapper = name == "define" && state_->scan.out.wrappers.empty();
+  if (may_go_on(line)) return !define_of_no_wrapper || state_->has_include_in(rest);
   if (name == "define")
-    return !state_->scan.out.wrappers.empty() ||
-           line.find("__has_include") != std::string_view::npos;
+    return !define_of_no_wrapper || line.find("__has_include") != std::string_view::npos;
   if (is_condition(name))
     return line.find('<') != std::string_view::npos || line.find('"') != std::string_view::npos ||
            calls_a_macro(line, state_->scan);

@@ -68,8 +68,11 @@ class DirectiveParser {
   // Whether parsing the directive `name`, the rest of whose line (after the name, to the newline)
   // is `line`, could change what is found: false for a name it ignores, a #define that names no
   // wrapper, a condition with no call or header name. A line that may go on past its newline (a
-  // block comment or a raw string in it) is always true.
-  bool may_act_on(std::string_view name, std::string_view line) const;
+  // block comment or a raw string in it) is true, unless it is a #define, no wrapper is known and
+  // `rest`, the text from `line` on to its end, has no __has_include (wherever such a line ends,
+  // it ends in rest). Every call of one parser must give a rest that ends where the text does
+  // (a search of it is kept for the calls after).
+  bool may_act_on(std::string_view name, std::string_view line, std::string_view rest) const;
   Directives finish();
 
  private:

@@ -155,7 +155,7 @@ class Scan {
     size_t end = at;
     while (end < s_.size() && ident_char(s_[end])) ++end;
     const size_t nl = std::min(s_.find('\n', end), s_.size());
-    return lines_->may_act_on(s_.substr(at, end - at), s_.substr(end, nl - end));
+    return lines_->may_act_on(s_.substr(at, end - at), s_.substr(end, nl - end), s_.substr(end));
   }
 
   struct CommentRun {

@@ -335,7 +335,14 @@ TEST(TextScan, GivesWhatTheReferenceLexersGiveAtTheirEdges) {
            "#define D 1 // __has_include(<in_comment.h>)\n#define E '\"' \"(\"\n",
            "#if A /* a\n b */ (1)\n#if B /**/ <c.h>\n",
            "#if C R\"x(\n)x\" (2)\n#define W(x) __has_include(x) // wrapper\n#if W(<d.h>)\n",
-           std::string(63, ' ') + "__TIME__",  // across a block's end
+           // A #define of no wrapper whose line goes on is parsed only if a __has_include
+           // follows it anywhere; the search is kept, and made again once passed:
+           "#define T /* x\n */ 1\n#define U /* a */ __has_include(<u.h>)\n",
+           "#define A /* c */ 1\n#if __has_include(<x.h>)\n#endif\n#define B /* c\n */ "
+           "__has_include(<y.h>)\n#define C /* d */ 2\n",
+           "#define R R\"(\n)\" __has_include(<after_raw.h>)\n#define V /* */ 1 // __has_include\n",
+           "#define W(x) __has_include(x)\n#define X /* e */ W(<w.h>)\n",  // a wrapper known
+           std::string(63, ' ') + "__TIME__",                              // across a block's end
            std::string(64, ';') + "_DATE__" + std::string(60, ' ') + "##",
        })
     expect_same_as_reference(text);
