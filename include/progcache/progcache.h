@@ -552,7 +552,8 @@ PCACHE_API pcache_status pcache_program_init(pcache_program *program, uint32_t s
  * Thread safety: safe from any thread; reads the included headers from disk. A new source of
  * 256 KiB or more, where the calling thread may run on more than one CPU, is scanned on a thread
  * the call starts and joins before it returns, while the caller's hashes it (the caller waits for
- * about the hash alone; without a thread to be had, both run on the caller's).
+ * about the hash alone; without a thread to be had, or with one such thread per CPU but one
+ * already running in the process, both run on the caller's).
  * Returns PCACHE_OK, PCACHE_ERR_INVALID_ARG, PCACHE_ERR_NO_MEMORY, PCACHE_ERR_UNSUPPORTED (no
  * loadable libcrypto; the message names it), PCACHE_ERR_INTERNAL.
  */

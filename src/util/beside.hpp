@@ -9,6 +9,8 @@
 #include <sched.h>
 #include <signal.h>
 
+#include <algorithm>
+#include <atomic>
 #include <exception>
 #include <optional>
 #include <system_error>
@@ -16,24 +18,54 @@
 
 namespace progcache {
 
-// Whether this thread may run on more than one CPU (its affinity mask; a CPU quota is not seen).
-// A thread started beside on a single CPU only takes turns with its caller.
-inline bool more_than_one_cpu() {
+// The CPUs this thread may run on (its affinity mask; a CPU quota is not seen); 1 when the mask
+// cannot be read.
+inline int cpus_available() {
   cpu_set_t set;
   CPU_ZERO(&set);
-  return sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 1;
+  return sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : 1;
 }
 
+// Whether this thread may run on more than one CPU. A thread started beside on a single CPU only
+// takes turns with its caller.
+inline bool more_than_one_cpu() {
+  return cpus_available() > 1;
+}
+
+namespace beside_detail {
+// The threads run_beside has running in this process, at most max_threads() at once: many
+// callers at once (a build's threads keying large headers) each starting one would only add
+// threads to CPUs their callers already fill.
+inline std::atomic<int> running{0};
+inline int max_threads() {
+  return std::max(1, cpus_available() - 1);
+}
+// A place among them, held until destroyed; none when all are taken.
+struct Place {
+  bool held = running.fetch_add(1, std::memory_order_relaxed) < max_threads();
+  Place() {
+    if (!held) running.fetch_sub(1, std::memory_order_relaxed);
+  }
+  ~Place() {
+    if (held) running.fetch_sub(1, std::memory_order_relaxed);
+  }
+  Place(const Place &) = delete;
+  Place &operator=(const Place &) = delete;
+};
+}  // namespace beside_detail
+
 // Runs beside() on a new thread while here() runs on this one, and returns when both are done.
-// Where no thread can be had (a limit on threads, no memory for a stack), both run here, here()
-// first. The thread runs with every signal blocked. An exception from either is rethrown here,
-// after both ended (here()'s when both throw). beside() must not use this thread's thread-local
-// state nor wait for anything here() holds.
+// Where no thread can be had (a limit on threads, no memory for a stack, or as many of these
+// threads running in the process as it has CPUs but one), both run here, here() first. The thread
+// runs with every signal blocked. An exception from either is rethrown here, after both ended
+// (here()'s when both throw). beside() must not use this thread's thread-local state nor wait for
+// anything here() holds.
 template <class Beside, class Here>
 void run_beside(Beside &&beside, Here &&here) {
   std::exception_ptr beside_failed;
+  const beside_detail::Place place;  // outlives the thread: released after the join below
   std::optional<std::thread> thread;
-  {
+  if (place.held) {
     // Started with every signal blocked, the caller's mask restored at once: a signal sent to
     // the process goes to one of the host's threads, which expect it, never to the library's.
     struct MaskRestored {

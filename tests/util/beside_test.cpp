@@ -6,12 +6,14 @@
 #include <signal.h>
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <stdexcept>
 #include <thread>
+#include <vector>
 
 #include "proc_util.hpp"
 
@@ -93,6 +95,38 @@ TEST(Beside, AnExceptionFromEitherReachesTheCallerAfterBothEnded) {
     ADD_FAILURE() << "no exception";
   } catch (const std::logic_error &) {
   }
+}
+
+// Callers at once get threads beside them up to one per CPU but one (at least one); the rest run
+// both works on their own thread, and every place is given back. Each beside() waits until all
+// have begun theirs, so no place is given back before the last caller has asked for one.
+TEST(Beside, AtMostOneThreadPerCpuButOneRunsBesideAtOnce) {
+  const int places = progcache::beside_detail::max_threads();
+  ASSERT_EQ(places, std::max(1, progcache::cpus_available() - 1));
+  const int callers = places + 2;
+  std::atomic<int> begun{0}, on_other_threads{0};
+  std::atomic<bool> timed_out{false};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < callers; ++i)
+    threads.emplace_back([&] {
+      const std::thread::id caller = std::this_thread::get_id();
+      progcache::run_beside(
+          [&] {
+            if (std::this_thread::get_id() != caller) ++on_other_threads;
+            ++begun;
+            const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+            while (begun.load() < callers && !timed_out)
+              if (std::chrono::steady_clock::now() > deadline)
+                timed_out = true;
+              else
+                std::this_thread::yield();
+          },
+          [] {});
+    });
+  for (std::thread &t : threads) t.join();
+  ASSERT_FALSE(timed_out) << "some caller's beside() never began";
+  EXPECT_EQ(on_other_threads.load(), places);
+  EXPECT_EQ(progcache::beside_detail::running.load(), 0);
 }
 
 // Without address space for a thread's stack std::thread throws system_error: both works run
