@@ -16,6 +16,8 @@
 #include <system_error>
 #include <thread>
 
+#include "util/fork_guard.hpp"
+
 namespace progcache {
 
 // The CPUs this thread may run on (its affinity mask; a CPU quota is not seen); 1 when the mask
@@ -35,19 +37,42 @@ inline bool more_than_one_cpu() {
 namespace beside_detail {
 // The threads run_beside has running in this process, at most max_threads() at once: many
 // callers at once (a build's threads keying large headers) each starting one would only add
-// threads to CPUs their callers already fill.
-inline std::atomic<int> running{0};
+// threads to CPUs their callers already fill. Kept with the id of the process they run in
+// (id << 32 | count): the child of a fork() has none of its parent's threads, so it counts from
+// none (a count copied from the parent would never be given back there).
+inline std::atomic<uint64_t> running{0};
 inline int max_threads() {
   return std::max(1, cpus_available() - 1);
 }
+inline uint64_t running_word(pid_t pid, uint32_t count) {
+  return uint64_t(uint32_t(pid)) << 32 | count;
+}
+// How many run in this process now.
+inline int running_now() {
+  const uint64_t w = running.load(std::memory_order_relaxed);
+  return (w >> 32) == uint32_t(process_id()) ? int(uint32_t(w)) : 0;
+}
 // A place among them, held until destroyed; none when all are taken.
 struct Place {
-  bool held = running.fetch_add(1, std::memory_order_relaxed) < max_threads();
+  const pid_t pid = process_id();
+  bool held = false;
   Place() {
-    if (!held) running.fetch_sub(1, std::memory_order_relaxed);
+    const int most = max_threads();
+    uint64_t w = running.load(std::memory_order_relaxed);
+    for (;;) {
+      const uint32_t count = (w >> 32) == uint32_t(pid) ? uint32_t(w) : 0;
+      if (int(count) >= most) return;
+      if (running.compare_exchange_weak(w, running_word(pid, count + 1), std::memory_order_relaxed))
+        break;
+    }
+    held = true;
   }
   ~Place() {
-    if (held) running.fetch_sub(1, std::memory_order_relaxed);
+    if (!held) return;
+    uint64_t w = running.load(std::memory_order_relaxed);
+    while ((w >> 32) == uint32_t(pid) &&
+           !running.compare_exchange_weak(w, w - 1, std::memory_order_relaxed)) {
+    }
   }
   Place(const Place &) = delete;
   Place &operator=(const Place &) = delete;

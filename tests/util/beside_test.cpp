@@ -126,7 +126,40 @@ TEST(Beside, AtMostOneThreadPerCpuButOneRunsBesideAtOnce) {
   for (std::thread &t : threads) t.join();
   ASSERT_FALSE(timed_out) << "some caller's beside() never began";
   EXPECT_EQ(on_other_threads.load(), places);
-  EXPECT_EQ(progcache::beside_detail::running.load(), 0);
+  EXPECT_EQ(progcache::beside_detail::running_now(), 0);
+}
+
+// A child forked while every place is held in its parent has none of those threads: it gets a
+// thread beside it (a count copied from the parent would have left it none, ever).
+TEST(Beside, AForkedChildCountsNoneOfItsParentsThreads) {
+#if defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "ThreadSanitizer cannot start a thread in the child of a threaded process";
+#endif
+  const int places = progcache::beside_detail::max_threads();
+  std::atomic<int> holding{0};
+  std::atomic<bool> release{false};
+  std::vector<std::thread> holders;
+  for (int i = 0; i < places; ++i)
+    holders.emplace_back([&] {
+      progcache::run_beside(
+          [&] {
+            ++holding;
+            while (!release) std::this_thread::yield();
+          },
+          [] {});
+    });
+  while (holding.load() < places) std::this_thread::yield();
+  ASSERT_EQ(progcache::beside_detail::running_now(), places);
+  const pid_t child = testutil::spawn([] {
+    if (progcache::beside_detail::running_now() != 0) return 2;
+    const Ran r = run_both();
+    return r.beside_ran && r.here_ran && r.beside != r.here ? 0 : 1;
+  });
+  const int status = testutil::wait_for_or_kill(child, std::chrono::seconds(60));
+  release = true;
+  for (std::thread &t : holders) t.join();
+  EXPECT_EQ(status, 0) << "2: the child counted its parent's threads; 1: it got no thread";
+  EXPECT_EQ(progcache::beside_detail::running_now(), 0);
 }
 
 // Without address space for a thread's stack std::thread throws system_error: both works run
